@@ -1,0 +1,118 @@
+"""The ``terrazero`` command line.
+
+    terrazero maps build SRC -o OUT.tzb      validate + derive a map source and write terrabin
+    terrazero maps inspect FILE [--json]     counts, bounds, handedness, lane-graph health
+    terrazero maps render FILE -o map.png    draw a map with matplotlib
+    terrazero maps list                      bundled maps
+    terrazero maps regenerate [--out-dir D]  rebuild the bundled maps from their YAML specs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from .maps import MapValidationError, TerrabinError, build
+from .maps.analysis import summary
+from .maps.sources import bundled_maps, load_source, regenerate
+
+__all__ = ["main"]
+
+
+def _built(src: str):
+    m = load_source(src)
+    return m if str(src).lower().endswith(".tzb") or "." not in str(src) else build(m)
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .maps.terrabin import save
+
+    t0 = time.perf_counter()
+    m = build(load_source(args.src))
+    t1 = time.perf_counter()
+    path = save(m, args.output)
+    c = m.counts()
+    print(f"built {args.src} -> {path} in {1e3 * (t1 - t0):.1f} ms: {c['lanes']} lanes, "
+          f"{c['lane_points']} lane points, {c['intersections']} intersections, {path.stat().st_size / 1024:.1f} KiB")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    info = summary(_built(args.file))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"map:        {info['name'] or args.file}")
+    print(f"handedness: {info['handedness']}-hand traffic")
+    b = info["bounds"]
+    print(f"bounds:     x [{b['xmin']:.1f}, {b['xmax']:.1f}]  y [{b['ymin']:.1f}, {b['ymax']:.1f}]  "
+          f"({b['width_m']:.0f} m x {b['height_m']:.0f} m)")
+    for k, v in info["counts"].items():
+        print(f"  {k:<14}{v}")
+    print(f"lane length: {info['total_lane_length_m'] / 1000:.2f} km; lanes without predecessor: "
+          f"{info['lanes_without_predecessor']}, without successor: {info['lanes_without_successor']}; "
+          f"max successor gap {info['max_successor_gap_m']:.3f} m")
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from .maps.render import render_map
+
+    m = _built(args.file)
+    render_map(m, args.output, dpi=args.dpi)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for name in bundled_maps():
+        print(name)
+    return 0
+
+
+def _cmd_regenerate(args: argparse.Namespace) -> int:
+    for p in regenerate(args.out_dir):
+        print(f"wrote {p} ({p.stat().st_size / 1024:.1f} KiB)")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="terrazero", description="TerraZero driving simulator tools")
+    sub = p.add_subparsers(dest="group", required=True)
+    maps = sub.add_parser("maps", help="build, inspect and render maps")
+    ms = maps.add_subparsers(dest="command", required=True)
+    b = ms.add_parser("build", help="validate a map source (.json, .yaml spec, .tzb) and write .tzb")
+    b.add_argument("src")
+    b.add_argument("-o", "--output", required=True)
+    b.set_defaults(func=_cmd_build)
+    i = ms.add_parser("inspect", help="print counts, bounds, handedness and lane-graph health")
+    i.add_argument("file", help="a map source or a bundled map name")
+    i.add_argument("--json", action="store_true", help="print JSON")
+    i.set_defaults(func=_cmd_inspect)
+    r = ms.add_parser("render", help="draw a map to an image")
+    r.add_argument("file", help="a map source or a bundled map name")
+    r.add_argument("-o", "--output", required=True)
+    r.add_argument("--dpi", type=int, default=150)
+    r.set_defaults(func=_cmd_render)
+    ls = ms.add_parser("list", help="list bundled maps")
+    ls.set_defaults(func=_cmd_list)
+    g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
+    g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
+    g.set_defaults(func=_cmd_regenerate)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (MapValidationError, TerrabinError, FileNotFoundError, ValueError) as e:
+        print(f"terrazero: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

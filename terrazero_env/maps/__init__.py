@@ -1,0 +1,40 @@
+"""Maps: the common representation, the builder, the ``.tzb`` format, converters and procedural towns.
+
+Typical use::
+
+    from terrazero_env import maps
+    m = maps.build(maps.procedural.grid_town(seed=3))
+    maps.save(m, "town.tzb")
+    m2 = maps.load("town.tzb")          # memory-mapped, no copy
+"""
+
+from . import procedural
+from .builder import BuildConfig, MapValidationError, build, validate
+from .schema import (
+    AgentType,
+    ControlType,
+    Handedness,
+    Intersections,
+    Lanes,
+    LaneType,
+    MapData,
+    Movement,
+    Polygons,
+    Polylines,
+    Ragged,
+    RoadLines,
+    RoadLineType,
+    Signals,
+    StopLines,
+    StopSigns,
+    Tracks,
+)
+from .sources import asset_path, bundled_maps, load_source
+from .terrabin import TerrabinError, load, save
+
+__all__ = [
+    "AgentType", "BuildConfig", "ControlType", "Handedness", "Intersections", "Lanes", "LaneType", "MapData",
+    "MapValidationError", "Movement", "Polygons", "Polylines", "Ragged", "RoadLines", "RoadLineType", "Signals",
+    "StopLines", "StopSigns", "TerrabinError", "Tracks", "asset_path", "build", "bundled_maps", "load",
+    "load_source", "procedural", "save", "validate",
+]

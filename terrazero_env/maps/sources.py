@@ -1,0 +1,94 @@
+"""Where maps come from: files by suffix, procedural specs, and the bundled assets.
+
+``load_source`` is the single entry point the CLI and the environments use:
+
+* ``.tzb``: a built terrabin file (memory-mapped);
+* ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap` (raw, needs ``build``);
+* ``.yaml`` / ``.yml``: a procedural spec ``{generator: grid, seed: 0, params: {...}}`` (raw);
+* a bare name such as ``grid_town``: the bundled map of that name.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import procedural
+from .builder import MapValidationError, build
+from .jsonmap import load_json
+from .schema import MapData
+from .terrabin import load, save
+
+__all__ = ["asset_path", "bundled_maps", "load_source", "load_spec", "regenerate", "DEFAULT_MAP"]
+
+#: The map every preset uses unless told otherwise.
+DEFAULT_MAP = "grid_town"
+
+
+def _assets_dir() -> Path:
+    return Path(str(resources.files("terrazero_env.assets"))) / "maps"
+
+
+def bundled_maps() -> list[str]:
+    """Names of the maps shipped with the package."""
+    return sorted(p.stem for p in _assets_dir().glob("*.tzb"))
+
+
+def asset_path(name: str) -> Path:
+    """Path of the bundled map ``name`` (``.tzb``)."""
+    p = _assets_dir() / f"{name}.tzb"
+    if not p.is_file():
+        raise FileNotFoundError(f"no bundled map named {name!r}; bundled maps: {', '.join(bundled_maps())}")
+    return p
+
+
+def load_spec(path: str | os.PathLike[str]) -> MapData:
+    """Generate the raw map a procedural YAML spec describes."""
+    with open(path, encoding="utf-8") as f:
+        spec: Any = yaml.safe_load(f)
+    if not isinstance(spec, dict) or "generator" not in spec:
+        raise MapValidationError(f"{os.fspath(path)}: a procedural spec needs a 'generator' key "
+                                 f"(one of {', '.join(procedural.KINDS)})")
+    unknown = set(spec) - {"generator", "seed", "params"}
+    if unknown:
+        raise MapValidationError(f"{os.fspath(path)}: unknown keys {sorted(unknown)} (expected generator, seed, params)")
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise MapValidationError(f"{os.fspath(path)}: 'params' must be a mapping")
+    try:
+        return procedural.generate(spec["generator"], int(spec.get("seed", 0)), **params)
+    except (TypeError, ValueError) as e:
+        raise MapValidationError(f"{os.fspath(path)}: {e}") from None
+
+
+def load_source(src: str | os.PathLike[str]) -> MapData:
+    """Read any supported map source; ``.tzb`` and bundled maps come back built, others raw."""
+    s = os.fspath(src)
+    p = Path(s)
+    suffix = p.suffix.lower()
+    if suffix == "" and not p.exists():
+        return load(asset_path(s))
+    if not p.is_file():
+        raise FileNotFoundError(f"map source not found: {s}")
+    if suffix == ".tzb":
+        return load(p)
+    if suffix == ".json":
+        return load_json(p)
+    if suffix in (".yaml", ".yml"):
+        return load_spec(p)
+    raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: .tzb, .json, .yaml)")
+
+
+def regenerate(out_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Rebuild every bundled map from its YAML spec (``assets/maps/NAME.yaml`` -> ``NAME.tzb``)."""
+    src_dir = _assets_dir()
+    dst = Path(out_dir) if out_dir is not None else src_dir
+    dst.mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in sorted(src_dir.glob("*.yaml")):
+        written.append(save(build(load_spec(spec)), dst / f"{spec.stem}.tzb"))
+    return written
