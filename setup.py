@@ -15,7 +15,7 @@ DEBUG = os.environ.get("TERRAZERO_DEBUG", "0") == "1"
 directives = {
     "language_level": "3",
     "boundscheck": DEBUG,
-    "wraparound": DEBUG,
+    "wraparound": True,  # Python-level setup code uses negative slices; hot loops use raw pointers
     "initializedcheck": DEBUG,
     "cdivision": True,
     "embedsignature": True,

@@ -1,0 +1,190 @@
+# cython: language_level=3
+"""The engine's layout, declared once: constants, enums and C structs shared by every module."""
+
+# Agent classes (terrazero_env.maps.schema.AgentType).
+cdef enum:
+    CLS_CAR = 0
+    CLS_TRUCK = 1
+    CLS_BUS = 2
+    CLS_PEDESTRIAN = 3
+    CLS_CYCLIST = 4
+    N_CLASSES = 5
+
+# Dynamics models (terrazero_env.config.DynamicsModel).
+cdef enum:
+    DYN_UNICYCLE = 0
+    DYN_BICYCLE_ACCEL = 1
+    DYN_BICYCLE_JERK = 2
+    DYN_BICYCLE_TIRE = 3
+
+# Consequences of a violation (terrazero_env.config.Consequence).
+cdef enum:
+    CONSEQ_NONE = 0
+    CONSEQ_STOP = 1
+    CONSEQ_REMOVE = 2
+
+# Agent roles.
+cdef enum:
+    ROLE_CONTROLLED = 0
+    ROLE_STATIC = 1
+    ROLE_LOG = 2
+
+# Per-slot event counters (columns of Engine.counters).
+cdef enum:
+    CNT_COLLISION = 0
+    CNT_OFFROAD = 1
+    CNT_WRONG_WAY = 2
+    CNT_GOAL = 3
+    CNT_COMFORT = 4
+    N_COUNTERS = 5
+
+# Reward parameters (terrazero_env.config.REWARD_PARAMS order).
+cdef enum:
+    RW_GOAL = 0
+    RW_COLLISION = 1
+    RW_BOUNDARY = 2
+    RW_COMFORT = 3
+    RW_LANE_ALIGN = 4
+    RW_LANE_CENTER = 5
+    RW_VELOCITY = 6
+    RW_VEL_ALIGN = 7
+    RW_REVERSE = 8
+    RW_TIMESTEP = 9
+    RW_STOP_LINE = 10
+    RW_RED_LIGHT = 11
+    RW_ROAD_INCURSION = 12
+    RW_SPEED_LIMIT = 13
+    RW_EDGE_PREFERENCE = 14
+    RW_GOAL_PROGRESS = 15
+    RW_TARGET_SPEED = 16
+    RW_WRONG_WAY = 17
+    RW_DELTA_GOAL = 18
+    RW_V_GOAL = 19
+    RW_GAMMA_COL = 20
+    RW_B_CENTER = 21
+    RW_V_SPEED_LIM = 22
+    N_REWARD = 23
+
+# Columns of the per-class parameter table (EngineConfig.tables()["class_params"]).
+cdef enum:
+    CP_DYN = 0
+    CP_LEN_LO = 1
+    CP_LEN_HI = 2
+    CP_WID_LO = 3
+    CP_WID_HI = 4
+    CP_HGT_LO = 5
+    CP_HGT_HI = 6
+    CP_VMAX = 7
+    CP_VREV = 8
+    CP_AMAX = 9
+    CP_DMAX = 10
+    CP_ALATMAX = 11
+    CP_STEERMAX = 12
+    CP_WHEELBASE = 13
+    CP_COMF_ALONG = 14
+    CP_COMF_ALAT = 15
+    CP_COMF_JLONG = 16
+    CP_COMF_JLAT = 17
+    CP_CORNERING = 18
+    CP_MASS = 19
+    CP_WEIGHT = 20
+    N_CP = 21
+
+# Observation road types (table 11).
+cdef enum:
+    ROAD_LANE = 0
+    ROAD_LINE = 1
+    ROAD_EDGE = 2
+
+# Kinematic coefficients (appendix D.4).
+cdef enum:
+    KIN_THROTTLE = 0
+    KIN_STEER = 1
+    KIN_ACC = 2
+    KIN_VEL = 3
+
+
+ctypedef struct SegGridC:
+    # Segments of a polyline set indexed by a uniform grid (see SegmentGrid).
+    Py_ssize_t n_segments
+    const double* seg          # [S, 6]: ax, ay, az, bx, by, bz
+    const int* seg_row         # [S]
+    const double* seg_s0       # [S]
+    double x0, y0, cell_size
+    Py_ssize_t nx, ny
+    const long long* cell_start
+    const int* cell_items
+
+
+ctypedef struct ObsSegC:
+    # Road geometry cut into observation segments, with per-cell candidate lists.
+    Py_ssize_t n
+    const float* seg           # [n, 8]: mid x, mid y, mid z, length, width, cos, sin, road type
+    double x0, y0, cell_size
+    Py_ssize_t nx, ny
+    const long long* cell_start
+    const int* cell_items      # per cell: candidate segments within radius, essential first, near first
+
+
+ctypedef struct MapC:
+    # One loaded map: pointers into arrays owned by a RoadMap (shared by all its worlds).
+    Py_ssize_t n_lanes
+    const double* lane_pts     # [P, 3]
+    const long long* lane_off  # [L + 1]
+    const double* lane_s0      # [P]: arc length of each point along its lane
+    const long long* succ_off  # [L + 1]
+    const int* succ            # successor lane ids
+    const float* lane_width
+    const float* lane_speed
+    const int* lane_inter
+    const unsigned char* lane_signalized  # 1 for lanes inside a signalized intersection
+    SegGridC lanes
+    SegGridC edges
+    SegGridC walks             # sidewalk rings
+    SegGridC crosswalks        # crosswalk rings
+    ObsSegC obs
+    const long long* walk_off  # sidewalk ring offsets (for containment)
+    const double* walk_pts
+    Py_ssize_t n_walks
+    const long long* cross_off
+    const double* cross_pts
+    Py_ssize_t n_cross
+    double cx, cy              # map centre (spawn bounds)
+    const int* spawn_lanes     # lanes where random agents may start
+    Py_ssize_t n_spawn_lanes
+    double xmin, ymin, xmax, ymax
+    int handedness             # 0 right-hand traffic, 1 left-hand traffic
+    const double* walk_bbox    # [n_walks, 4]: xmin, ymin, xmax, ymax of each sidewalk ring
+    const double* cross_bbox   # [n_cross, 4]
+    # logged tracks (log and hybrid initialization)
+    Py_ssize_t n_tracks, track_steps
+    const double* track_state  # [A, T, 6]: x, y, z, heading, vx, vy
+    const unsigned char* track_valid  # [A, T]
+    const unsigned char* track_type   # [A]
+    const float* track_size    # [A, 3]
+
+
+ctypedef struct Agent:
+    # pose and motion (world frame, metres, radians, m/s)
+    double x, y, z, heading, cos_h, sin_h
+    double speed               # signed longitudinal speed
+    double v_lat, yaw_rate     # lateral velocity and yaw rate (tire model, unicycle)
+    double a_long, a_lat       # accelerations this step
+    double prev_a_long, prev_a_lat
+    double j_long, j_lat       # jerks this step
+    double steer               # steering angle (rad)
+    double length, width, height, wheelbase
+    # task
+    double goal_x, goal_y, goal_z
+    double prev_goal_dist
+    double kin[4]
+    double rw[23]              # sampled reward parameters
+    float rw_norm[23]          # the same, normalized to [-1, 1] for the observation
+    # lane state
+    int lane
+    double lane_heading_res, lane_lat, lane_width, lane_speed
+    # flags
+    int cls, dyn, role, slot, alive
+    int goal_hidden, collided, offroad, wrong_way, on_crosswalk, halted
+    int log_index
+    int n_comfort

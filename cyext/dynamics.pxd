@@ -1,0 +1,148 @@
+# cython: language_level=3
+"""Per-class dynamics (TerraZero section 3.2), one step of ``dt`` seconds.
+
+Every model reads its two action values (already looked up in the agent's class grid), scales them
+by the agent's kinematic coefficients, integrates, then clips speed and acceleration to the
+coefficient-scaled limits (appendix D.4: clips applied after integration). Each model also leaves
+the realized longitudinal and lateral acceleration and jerk in the agent for the comfort term and
+the observation.
+
+The kinematic bicycle is referenced so that the agent's position turns on a circle of radius
+``wheelbase / tan(steer)``; poses advance along exact arcs of the step's mean speed and yaw rate.
+"""
+
+from libc.math cimport cos, sin, tan, atan, atan2, fabs, sqrt
+from common cimport (Agent, DYN_UNICYCLE, DYN_BICYCLE_ACCEL, DYN_BICYCLE_JERK, DYN_BICYCLE_TIRE,
+                     KIN_THROTTLE, KIN_STEER, KIN_ACC, KIN_VEL, CP_VMAX, CP_VREV, CP_AMAX, CP_DMAX,
+                     CP_ALATMAX, CP_STEERMAX, CP_CORNERING, CP_MASS)
+from geometry cimport wrap_angle
+
+
+cdef inline double clip(double v, double lo, double hi) noexcept nogil:
+    return lo if v < lo else (hi if v > hi else v)
+
+
+cdef inline double _clip_speed(Agent* a, const double* cp, double v) noexcept nogil:
+    return clip(v, -cp[CP_VREV], cp[CP_VMAX] * a.kin[KIN_VEL])
+
+
+cdef inline void _advance_pose(Agent* a, double v_mid, double yaw_rate, double dt) noexcept nogil:
+    """Move along the exact arc of constant speed and yaw rate (a straight line when yaw_rate = 0)."""
+    cdef double h0 = a.heading, h1 = a.heading + yaw_rate * dt
+    cdef double dh = yaw_rate * dt
+    if fabs(dh) > 1e-9:
+        a.x += v_mid / yaw_rate * (sin(h1) - sin(h0))
+        a.y += v_mid / yaw_rate * (cos(h0) - cos(h1))
+    else:
+        a.x += v_mid * cos(h0 + 0.5 * dh) * dt
+        a.y += v_mid * sin(h0 + 0.5 * dh) * dt
+    a.heading = wrap_angle(h1)
+    a.cos_h = cos(a.heading)
+    a.sin_h = sin(a.heading)
+
+
+cdef inline void _bicycle_pose(Agent* a, const double* cp, double v0, double v1, double steer,
+                               double dt) noexcept nogil:
+    """Kinematic bicycle pose update for a speed change v0 -> v1 at a steering angle."""
+    cdef double v_mid = 0.5 * (v0 + v1)
+    a.steer = clip(steer, -cp[CP_STEERMAX], cp[CP_STEERMAX])
+    cdef double yaw_rate = v_mid * tan(a.steer) / a.wheelbase
+    _advance_pose(a, v_mid, yaw_rate, dt)
+    a.speed = v1
+    a.yaw_rate = yaw_rate
+    a.v_lat = 0.0
+    a.a_long = (v1 - v0) / dt
+    a.a_lat = v_mid * yaw_rate
+
+
+cdef inline void step_unicycle(Agent* a, const double* cp, double accel, double yaw_rate, double dt) noexcept nogil:
+    """Pedestrians: acceleration and yaw-rate actions."""
+    cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
+    cdef double v0 = a.speed
+    cdef double v1 = _clip_speed(a, cp, v0 + clip(accel * a.kin[KIN_THROTTLE], -dmax, amax) * dt)
+    cdef double w = yaw_rate * a.kin[KIN_STEER]
+    _advance_pose(a, 0.5 * (v0 + v1), w, dt)
+    a.speed = v1
+    a.yaw_rate = w
+    a.steer = 0.0
+    a.v_lat = 0.0
+    a.a_long = (v1 - v0) / dt
+    a.a_lat = 0.5 * (v0 + v1) * w
+
+
+cdef inline void step_bicycle_accel(Agent* a, const double* cp, double accel, double steer, double dt) noexcept nogil:
+    """Cyclists: kinematic bicycle actuated by acceleration and steering angle."""
+    cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
+    cdef double v0 = a.speed
+    cdef double v1 = _clip_speed(a, cp, v0 + clip(accel * a.kin[KIN_THROTTLE], -dmax, amax) * dt)
+    _bicycle_pose(a, cp, v0, v1, steer * a.kin[KIN_STEER], dt)
+
+
+cdef inline void step_bicycle_jerk(Agent* a, const double* cp, double j_long, double j_lat, double dt) noexcept nogil:
+    """Cars and buses: jerk-actuated kinematic bicycle. Jerk integrates into the commanded
+    longitudinal and lateral accelerations (jerk-limited, hence smooth); the lateral acceleration
+    sets the path curvature a_lat / v^2 and so the steering angle."""
+    cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
+    cdef double a_cmd = clip(a.a_long + j_long * a.kin[KIN_THROTTLE] * dt, -dmax, amax)
+    cdef double alat_cmd = clip(a.a_lat + j_lat * a.kin[KIN_STEER] * dt, -cp[CP_ALATMAX], cp[CP_ALATMAX])
+    cdef double v0 = a.speed
+    cdef double v1 = _clip_speed(a, cp, v0 + a_cmd * dt)
+    cdef double v_mid = 0.5 * (v0 + v1)
+    cdef double steer = 0.0
+    if fabs(v_mid) > 0.1:
+        steer = atan(alat_cmd * a.wheelbase / (v_mid * v_mid))
+    _bicycle_pose(a, cp, v0, v1, steer, dt)
+
+
+cdef inline void step_bicycle_tire(Agent* a, const double* cp, double accel, double steer, double dt) noexcept nogil:
+    """Trucks: dynamic bicycle with linear tire cornering forces, so the body slips laterally at
+    speed. Below 2 m/s the slip model is singular and the kinematic bicycle takes over."""
+    cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
+    cdef double v0 = a.speed
+    cdef double v1 = _clip_speed(a, cp, v0 + clip(accel * a.kin[KIN_THROTTLE], -dmax, amax) * dt)
+    cdef double delta = clip(steer * a.kin[KIN_STEER], -cp[CP_STEERMAX], cp[CP_STEERMAX])
+    if fabs(v1) < 2.0:
+        _bicycle_pose(a, cp, v0, v1, delta, dt)
+        return
+    cdef double lf = 0.5 * a.wheelbase, lr = 0.5 * a.wheelbase
+    cdef double C = cp[CP_CORNERING], m = cp[CP_MASS]
+    cdef double iz = m * (0.5 * a.length) * (0.5 * a.length) / 3.0
+    cdef double vx, vy = a.v_lat, r = a.yaw_rate, af, ar, fyf, fyr
+    cdef int k, n_sub = 4
+    cdef double sub = dt / n_sub
+    for k in range(n_sub):
+        vx = v0 + (v1 - v0) * (k + 0.5) / n_sub
+        af = atan2(vy + lf * r, vx) - delta
+        ar = atan2(vy - lr * r, vx)
+        fyf = -C * af
+        fyr = -C * ar
+        vy += ((fyf * cos(delta) + fyr) / m - vx * r) * sub
+        r += ((lf * fyf * cos(delta) - lr * fyr) / iz) * sub
+        a.x += (vx * cos(a.heading) - vy * sin(a.heading)) * sub
+        a.y += (vx * sin(a.heading) + vy * cos(a.heading)) * sub
+        a.heading = wrap_angle(a.heading + r * sub)
+    a.cos_h = cos(a.heading)
+    a.sin_h = sin(a.heading)
+    a.speed = v1
+    a.v_lat = vy
+    a.yaw_rate = r
+    a.steer = delta
+    a.a_long = (v1 - v0) / dt
+    a.a_lat = 0.5 * (v0 + v1) * r
+
+
+cdef inline void step_dynamics(Agent* a, const double* cp, int model, double u_long, double u_lat,
+                               double dt) noexcept nogil:
+    """Advance one agent by ``dt`` under its class model; updates jerks from the previous step."""
+    a.prev_a_long = a.a_long
+    a.prev_a_lat = a.a_lat
+    if model == DYN_BICYCLE_JERK:
+        step_bicycle_jerk(a, cp, u_long, u_lat, dt)
+    elif model == DYN_BICYCLE_TIRE:
+        step_bicycle_tire(a, cp, u_long, u_lat, dt)
+    elif model == DYN_BICYCLE_ACCEL:
+        step_bicycle_accel(a, cp, u_long, u_lat, dt)
+    else:
+        step_unicycle(a, cp, u_long, u_lat, dt)
+    a.j_long = (a.a_long - a.prev_a_long) / dt
+    a.j_lat = (a.a_lat - a.prev_a_lat) / dt

@@ -1,0 +1,815 @@
+# The batched simulator: W worlds x K controlled slots, stepped without the GIL.
+# Included by _engine.pyx. Step order per world (fixed): dynamics -> log replay -> agent grid ->
+# rules (collision, off-road, lane, wrong way, comfort, goal) -> reward -> consequences ->
+# truncation -> observations.
+
+cdef enum:
+    MAX_GRID = 32          # action values per axis and class
+
+
+cdef class Engine:
+    """Steps ``num_worlds`` worlds, each with up to ``slots_per_world`` policy-controlled slots.
+
+    Buffers (numpy, allocated once, written in place; row ``w * K + k`` is slot k of world w):
+
+    * ``observations`` float32/float16 ``[W*K, obs_dim]`` (layout: ``obs_layout``)
+    * ``actions`` int32 ``[W*K]``: an index into the slot's class action grid (``num_actions(cls)``)
+    * ``rewards`` float32, ``terminated``/``truncated``/``valid`` bool ``[W*K]``
+    * ``agent_type`` int32 ``[W*K]`` (``AgentType``, -1 for an empty slot)
+    * ``counters`` int32 ``[W*K, 5]`` (``COUNTER_NAMES``), cumulative since the world's reset.
+
+    ``valid[i]`` is True when slot i held a live controlled agent at the start of the last step (or
+    after the last reset): its reward, flags and observation are meaningful. A slot whose agent
+    terminated keeps its final observation and is invalid from the next step on.
+
+    ``maps``: a MapData, a ``.tzb`` path or a bundled map name, or a list of them; worlds are
+    assigned to maps round-robin (``world_map``). Worlds on one map share one :class:`RoadMap`.
+    """
+
+    cdef readonly object config, obs_layout, road_maps, world_map
+    cdef readonly object observations, actions, rewards, terminated, truncated, valid, agent_type, counters
+    cdef readonly object slot_agent
+    cdef readonly int num_worlds, slots_per_world, max_agents
+    cdef object _buffers, _slot_nact, _tables
+    cdef Agent* agents
+    cdef Rng* rngs
+    cdef MapC** wmap
+    cdef int* t
+    cdef int* n_agents
+    cdef int* grid_head
+    cdef int* grid_next
+    cdef double* d2buf
+    cdef int* idxbuf
+    cdef int* prev_np
+    cdef int* prev_nr
+    cdef int* slot_of
+    cdef int* act
+    cdef int* nact
+    cdef float* rew
+    cdef unsigned char* term
+    cdef unsigned char* trunc
+    cdef unsigned char* valid_p
+    cdef int* atype
+    cdef int* cnt
+    cdef float* obs_f
+    cdef uint16_t* obs_h
+    cdef Py_ssize_t obs_dim
+    cdef EgoLayout ego
+    cdef EntityLayout partners, road
+    cdef double cp[N_CLASSES * N_CP]
+    cdef double grid_long[N_CLASSES * MAX_GRID]
+    cdef double grid_lat[N_CLASSES * MAX_GRID]
+    cdef int n_long[N_CLASSES]
+    cdef int n_lat[N_CLASSES]
+    cdef double rlo[N_CLASSES * N_REWARD]
+    cdef double rhi[N_CLASSES * N_REWARD]
+    cdef unsigned char ron[N_CLASSES * N_REWARD]
+    cdef double class_weight[N_CLASSES]
+    cdef unsigned char controlled_cls[N_CLASSES]
+    cdef double goal_dropout[N_CLASSES]
+    cdef double dt, wrong_way_angle, lane_max_dist, z_gate, agent_cell, noise_std, noise_clip, state_dropout
+    cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, init_mode, goal_behavior
+    cdef int n_min, n_max, tries, randomize_kin
+    cdef double p_random, v0_lo, v0_hi, goal_lo, goal_hi, goal_fwd, clearance, kin_lo, kin_hi
+
+    def __cinit__(self):
+        self.agents = NULL
+        self.rngs = NULL
+        self.wmap = NULL
+        self._buffers = None
+
+    def __init__(self, config=None, maps="grid_town", world_map=None):
+        from terrazero_env.config import EngineConfig, REWARD_PARAMS
+        if config is None:
+            config = EngineConfig()
+        if not isinstance(config, EngineConfig):
+            raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+        self.config = config
+        W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
+        self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
+        o = config.obs
+        self.road_maps = [RoadMap(_as_map(src), obs_radius=o.road_radius, obs_segment_length=o.road_segment_length)
+                          for src in (maps if isinstance(maps, (list, tuple)) else [maps])]
+        if world_map is None:
+            world_map = np.arange(W) % len(self.road_maps)
+        world_map = np.asarray(world_map, np.int64)
+        if world_map.shape != (W,) or world_map.min() < 0 or world_map.max() >= len(self.road_maps):
+            raise ValueError(f"world_map must be {W} map indices in [0, {len(self.road_maps)})")
+        self.world_map = world_map
+        self._load_tables(config)
+        alpha = config.active_reward_params()
+        self.obs_layout = ObsLayout(o, [REWARD_PARAMS[i] for i in alpha])
+        self._set_obs_layout(o, alpha)
+
+        self.agents = <Agent*>calloc(W * A, sizeof(Agent))
+        self.rngs = <Rng*>calloc(W, sizeof(Rng))
+        self.wmap = <MapC**>calloc(W, sizeof(MapC*))
+        if self.agents == NULL or self.rngs == NULL or self.wmap == NULL:
+            raise MemoryError("cannot allocate the engine's world state")
+        cdef RoadMap rm
+        cdef Py_ssize_t w
+        for w in range(W):
+            rm = self.road_maps[world_map[w]]
+            self.wmap[w] = &rm.c
+        dtype = np.float16 if o.dtype == "float16" else np.float32
+        b = {
+            "observations": np.zeros((W * K, self.obs_dim), dtype),
+            "actions": np.zeros(W * K, np.int32),
+            "rewards": np.zeros(W * K, np.float32),
+            "terminated": np.zeros(W * K, np.bool_),
+            "truncated": np.zeros(W * K, np.bool_),
+            "valid": np.zeros(W * K, np.bool_),
+            "agent_type": np.full(W * K, -1, np.int32),
+            "counters": np.zeros((W * K, N_COUNTERS), np.int32),
+            "slot_agent": np.full(W * K, -1, np.int32),
+            "slot_nact": np.zeros(W * K, np.int32),
+            "t": np.zeros(W, np.int32),
+            "n_agents": np.zeros(W, np.int32),
+            "grid_head": np.zeros(W * AGENT_BUCKETS, np.int32),
+            "grid_next": np.zeros(W * A, np.int32),
+            "d2buf": np.zeros(W * A, np.float64),
+            "idxbuf": np.zeros(W * A, np.int32),
+            "prev_np": np.zeros(W * K, np.int32),
+            "prev_nr": np.zeros(W * K, np.int32),
+        }
+        self._buffers = b
+        self.observations, self.actions, self.rewards = b["observations"], b["actions"], b["rewards"]
+        self.terminated, self.truncated, self.valid = b["terminated"], b["truncated"], b["valid"]
+        self.agent_type, self.counters, self.slot_agent = b["agent_type"], b["counters"], b["slot_agent"]
+        self._slot_nact = b["slot_nact"]
+        self.obs_f = <float*>_ptr_mut(b["observations"]) if dtype == np.float32 else NULL
+        self.obs_h = <uint16_t*>_ptr_mut(b["observations"]) if dtype == np.float16 else NULL
+        self.act = <int*>_ptr_mut(b["actions"])
+        self.nact = <int*>_ptr_mut(b["slot_nact"])
+        self.rew = <float*>_ptr_mut(b["rewards"])
+        self.term = <unsigned char*>_ptr_mut(b["terminated"])
+        self.trunc = <unsigned char*>_ptr_mut(b["truncated"])
+        self.valid_p = <unsigned char*>_ptr_mut(b["valid"])
+        self.atype = <int*>_ptr_mut(b["agent_type"])
+        self.cnt = <int*>_ptr_mut(b["counters"])
+        self.slot_of = <int*>_ptr_mut(b["slot_agent"])
+        self.t = <int*>_ptr_mut(b["t"])
+        self.n_agents = <int*>_ptr_mut(b["n_agents"])
+        self.grid_head = <int*>_ptr_mut(b["grid_head"])
+        self.grid_next = <int*>_ptr_mut(b["grid_next"])
+        self.d2buf = <double*>_ptr_mut(b["d2buf"])
+        self.idxbuf = <int*>_ptr_mut(b["idxbuf"])
+        self.prev_np = <int*>_ptr_mut(b["prev_np"])
+        self.prev_nr = <int*>_ptr_mut(b["prev_nr"])
+
+    def __dealloc__(self):
+        free(self.agents)
+        free(self.rngs)
+        free(self.wmap)
+
+    cdef _load_tables(self, cfg):
+        tb = cfg.tables()
+        self._tables = tb
+        cdef int c, i
+        if tb["grid_long"].shape[1] > MAX_GRID or tb["grid_lat"].shape[1] > MAX_GRID:
+            raise ValueError(f"action grids are limited to {MAX_GRID} values per axis")
+        for c in range(N_CLASSES):
+            self.n_long[c] = tb["n_long"][c]
+            self.n_lat[c] = tb["n_lat"][c]
+            for i in range(MAX_GRID):
+                self.grid_long[c * MAX_GRID + i] = tb["grid_long"][c, i] if i < tb["grid_long"].shape[1] else 0.0
+                self.grid_lat[c * MAX_GRID + i] = tb["grid_lat"][c, i] if i < tb["grid_lat"].shape[1] else 0.0
+            for i in range(N_CP):
+                self.cp[c * N_CP + i] = tb["class_params"][c, i]
+            for i in range(N_REWARD):
+                self.rlo[c * N_REWARD + i] = tb["reward_lo"][c, i]
+                self.rhi[c * N_REWARD + i] = tb["reward_hi"][c, i]
+                self.ron[c * N_REWARD + i] = tb["reward_on"][c, i]
+            self.class_weight[c] = cfg.init.class_weights[c]
+            self.controlled_cls[c] = 1 if cfg.init.controlled[c] else 0
+            self.goal_dropout[c] = cfg.init.goal_dropout[c]
+        # Agent-grid cells must exceed the sum of two half-diagonals plus the spawn clearance.
+        longest = max(max(s.length[1], s.width[1]) * 1.5 for s in cfg.classes.values())
+        self.agent_cell = max(16.0, 2.0 * longest + 2.0 * cfg.init.spawn_clearance + 1.0)
+        self.dt = cfg.dt
+        self.horizon = cfg.episode_length
+        self.wrong_way_angle = cfg.wrong_way_angle
+        self.lane_max_dist = cfg.lane_max_distance
+        self.z_gate = cfg.obs.z_gate
+        cq = {k: int(v) for k, v in cfg.consequences.items()}
+        self.conseq_collision = cq.get("collision", CONSEQ_NONE)
+        self.conseq_offroad = cq.get("offroad", CONSEQ_NONE)
+        self.conseq_wrong_way = cq.get("wrong_way", CONSEQ_NONE)
+        ini = cfg.init
+        self.init_mode = int(ini.mode)
+        self.goal_behavior = int(ini.goal_behavior)
+        self.n_min, self.n_max = ini.num_agents
+        self.tries = ini.placement_tries
+        self.randomize_kin = 1 if ini.randomize_kinematics else 0
+        self.p_random = ini.p_random
+        self.v0_lo, self.v0_hi = ini.initial_speed
+        self.goal_lo, self.goal_hi = ini.goal_distance
+        self.goal_fwd = ini.goal_min_forward
+        self.clearance = ini.spawn_clearance
+        self.kin_lo, self.kin_hi = ini.kinematic_range
+        self.noise_std = cfg.obs.noise_std
+        self.noise_clip = cfg.obs.noise_clip
+        self.state_dropout = cfg.obs.state_dropout
+
+    cdef _set_obs_layout(self, o, alpha):
+        cdef EgoLayout* e = &self.ego
+        L = self.obs_layout
+        self.obs_dim = L.dim
+        ego = {n: off for n, off, w in L.groups["ego"].features}
+        e.agent_type = ego.get("agent_type", -1)
+        e.rel_goal_pos = ego.get("rel_goal_pos", -1)
+        e.goal_dropout_flag = ego.get("goal_dropout_flag", -1)
+        e.state_dropout_flag = ego.get("state_dropout_flag", -1)
+        e.speed = ego.get("speed", -1)
+        e.vehicle_dims = ego.get("vehicle_dims", -1)
+        e.collision_state = ego.get("collision_state", -1)
+        e.steering_angle = ego.get("steering_angle", -1)
+        e.acceleration = ego.get("acceleration", -1)
+        e.stop_sign_state = ego.get("stop_sign_state", -1)
+        e.alpha_params = ego.get("alpha_params", -1)
+        e.kinematic_params = ego.get("kinematic_params", -1)
+        e.lane_state = ego.get("lane_state", -1)
+        e.n_alpha = len(alpha)
+        for k, i in enumerate(alpha):
+            e.alpha_idx[k] = i
+        e.kin_lo, e.kin_hi = self.config.init.kinematic_range
+        self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
+        self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
+        g = L.groups.get("partners")
+        if g is not None and o.partner_acceleration:
+            self.partners.accel = g.feature("acceleration").start
+
+    cdef _entity_layout(self, EntityLayout* ent, g, double radius, o):
+        ent.start = g.start if g is not None else 0
+        ent.max_n = g.count if g is not None else 0
+        ent.width = g.width if g is not None else 0
+        ent.radius = radius
+        ent.radius2 = radius * radius
+        ent.z_gate = o.z_gate
+        ent.dropout = o.slot_dropout
+        ent.accel = -1
+
+    # ----------------------------------------------------------------------------------------- API
+
+    @property
+    def obs_dim(self):
+        return self.obs_dim
+
+    def num_actions(self, cls):
+        """Size of the action grid of an agent class (``AgentType``)."""
+        c = int(cls)
+        if not 0 <= c < N_CLASSES:
+            raise ValueError(f"unknown agent type {cls!r}: expected 0..{N_CLASSES - 1}")
+        return self.n_long[c] * self.n_lat[c]
+
+    def action_values(self, cls):
+        """The (longitudinal, lateral) pair behind each action index of a class, float64 ``[n, 2]``."""
+        self.num_actions(cls)
+        c = int(cls)
+        return np.array([[self.grid_long[c * MAX_GRID + i // self.n_lat[c]], self.grid_lat[c * MAX_GRID + i % self.n_lat[c]]]
+                         for i in range(self.n_long[c] * self.n_lat[c])])
+
+    def reset(self, world_ids=None, seeds=None):
+        """Reset the named worlds (all when None) with the given integer seeds (default: the world
+        index). Other worlds are untouched."""
+        W = self.num_worlds
+        ids = np.arange(W) if world_ids is None else np.atleast_1d(np.asarray(world_ids))
+        if ids.dtype.kind not in "iu" or ids.ndim != 1:
+            raise ValueError(f"world_ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= W):
+            raise ValueError(f"world_ids must lie in [0, {W}), got {ids.tolist()}")
+        if seeds is None:
+            sd = ids.astype(np.uint64)
+        else:
+            sd = np.atleast_1d(np.asarray(seeds))
+            if sd.dtype.kind not in "iu" or sd.shape != ids.shape:
+                raise ValueError(f"seeds must be {ids.shape[0]} integers, got {sd.dtype} {sd.shape}")
+            sd = sd.astype(np.int64).astype(np.uint64)
+        cdef long long[::1] idv = np.ascontiguousarray(ids, np.int64)
+        cdef unsigned long long[::1] sv = np.ascontiguousarray(sd, np.uint64)
+        cdef Py_ssize_t k, n = idv.shape[0]
+        with nogil:
+            for k in range(n):
+                self._reset_world(idv[k], sv[k])
+
+    def step(self, actions=None):
+        """Advance every world by dt. ``actions`` (optional): int ``[W*K]`` copied into the actions
+        buffer; otherwise the buffer as it stands is used. Raises ValueError before any state
+        changes on a wrong shape or dtype or an index outside a live slot's action grid."""
+        a = self.actions if actions is None else np.asarray(actions)
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers (int32), got dtype {a.dtype}")
+        if a.shape != self.actions.shape:
+            raise ValueError(f"actions must have shape {self.actions.shape}, got {a.shape}")
+        # Only slots whose agent is live and controlled now read an action (nact > 0).
+        nact = self._slot_nact
+        bad = (nact > 0) & ((a < 0) | (a >= nact))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"action {int(a[i])} out of range for slot {i} "
+                             f"(agent type {int(self.agent_type[i])} has actions 0..{int(nact[i]) - 1})")
+        if actions is not None:
+            self.actions[:] = a
+        cdef Py_ssize_t w
+        with nogil:
+            for w in range(self.num_worlds):
+                self._step_world(w)
+
+    @property
+    def world_steps(self):
+        """Steps since each world's reset, int32 ``[W]`` (a view)."""
+        return self._buffers["t"]
+
+    def num_agents(self, int world):
+        return int(self._buffers["n_agents"][world])
+
+    def buffer_nbytes(self):
+        """Bytes of per-world state and buffers (excluding the shared maps), per world."""
+        own = sum(a.nbytes for a in self._buffers.values())
+        own += self.num_worlds * self.max_agents * sizeof(Agent) + self.num_worlds * sizeof(Rng)
+        return own / self.num_worlds
+
+    def agent_states(self, int world):
+        """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering)."""
+        if not 0 <= world < self.num_worlds:
+            raise ValueError(f"world must lie in [0, {self.num_worlds})")
+        cdef Py_ssize_t n = self.n_agents[world], i
+        cdef Agent* a
+        names = ("x", "y", "z", "heading", "speed", "v_lat", "yaw_rate", "a_long", "a_lat", "j_long", "j_lat",
+                 "steer", "length", "width", "height", "goal_x", "goal_y", "lane", "lane_heading_res", "lane_lat",
+                 "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way")
+        out = {k: np.zeros(n) for k in names}
+        out["kin"] = np.zeros((n, 4))
+        out["rw"] = np.zeros((n, N_REWARD))
+        for i in range(n):
+            a = &self.agents[world * self.max_agents + i]
+            vals = (a.x, a.y, a.z, a.heading, a.speed, a.v_lat, a.yaw_rate, a.a_long, a.a_lat, a.j_long, a.j_lat,
+                    a.steer, a.length, a.width, a.height, a.goal_x, a.goal_y, a.lane, a.lane_heading_res, a.lane_lat,
+                    a.cls, a.role, a.slot, a.alive, a.goal_hidden, a.collided, a.offroad, a.wrong_way)
+            for k, v in zip(names, vals):
+                out[k][i] = v
+            out["kin"][i] = [a.kin[0], a.kin[1], a.kin[2], a.kin[3]]
+            out["rw"][i] = [a.rw[k] for k in range(N_REWARD)]
+        for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way"):
+            out[k] = out[k].astype(np.int64)
+        return out
+
+    def set_scene(self, int world, agents, int seed=0):
+        """Replace world ``world``'s scene with the given agents (for tests and scripted scenarios).
+
+        ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
+        optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
+        for classes the config controls), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
+        ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
+        """
+        from terrazero_env.config import REWARD_PARAMS
+        if not 0 <= world < self.num_worlds:
+            raise ValueError(f"world must lie in [0, {self.num_worlds})")
+        if len(agents) > self.max_agents:
+            raise ValueError(f"{len(agents)} agents exceed max_agents_per_world={self.max_agents}")
+        cdef Agent* a
+        cdef Py_ssize_t i, k, base = world * self.max_agents, slot = 0, r
+        cdef int c
+        self._clear_world(world, seed)
+        for i, spec in enumerate(agents):
+            c = int(spec["cls"])
+            if not 0 <= c < N_CLASSES:
+                raise ValueError(f"agents[{i}]: unknown agent type {spec['cls']!r}")
+            a = &self.agents[base + i]
+            memset(a, 0, sizeof(Agent))
+            self._init_agent(world, a, c, ROLE_STATIC)
+            a.x, a.y, a.heading = float(spec["x"]), float(spec["y"]), float(spec["heading"])
+            a.z = float(spec.get("z", 0.0))
+            a.cos_h, a.sin_h = np.cos(a.heading), np.sin(a.heading)
+            a.speed = float(spec.get("speed", 0.0))
+            a.length = float(spec.get("length", a.length))
+            a.width = float(spec.get("width", a.width))
+            a.height = float(spec.get("height", a.height))
+            a.wheelbase = a.length * self.cp[c * N_CP + CP_WHEELBASE]
+            if "kin" in spec:
+                for k in range(4):
+                    a.kin[k] = float(spec["kin"][k])
+            for name, v in spec.get("rw", {}).items():
+                k = REWARD_PARAMS.index(name)
+                a.rw[k] = float(v)
+                a.rw_norm[k] = self._normalize_rw(c, k, a.rw[k])
+            controlled = spec.get("controlled", bool(self.controlled_cls[c]))
+            if controlled and slot < self.slots_per_world:
+                a.role = ROLE_CONTROLLED
+                a.slot = slot
+                slot += 1
+            a.goal_x, a.goal_y = spec.get("goal", (a.x, a.y))
+            a.goal_hidden = 1 if spec.get("goal_hidden", False) else 0
+            a.alive = 1
+            self.n_agents[world] = i + 1
+        with nogil:
+            self._finish_reset(world)
+
+    # ------------------------------------------------------------------------------ world internals
+
+    cdef double _normalize_rw(self, int c, int k, double v) noexcept nogil:
+        cdef double lo = self.rlo[c * N_REWARD + k], hi = self.rhi[c * N_REWARD + k]
+        if not self.ron[c * N_REWARD + k] or hi <= lo:
+            return 0.0
+        return 2.0 * (v - lo) / (hi - lo) - 1.0
+
+    cdef void _init_agent(self, Py_ssize_t w, Agent* a, int c, int role) noexcept nogil:
+        """Class, sampled dimensions, kinematic coefficients and reward parameters."""
+        cdef Rng* rng = &self.rngs[w]
+        cdef const double* cp = &self.cp[c * N_CP]
+        cdef int k
+        cdef double lo, hi
+        a.cls = c
+        a.dyn = <int>cp[CP_DYN]
+        a.role = role
+        a.slot = -1
+        a.lane = -1
+        a.log_index = -1
+        a.length = rng_range(rng, cp[CP_LEN_LO], cp[CP_LEN_HI])
+        a.width = rng_range(rng, cp[CP_WID_LO], cp[CP_WID_HI])
+        a.height = rng_range(rng, cp[CP_HGT_LO], cp[CP_HGT_HI])
+        a.wheelbase = a.length * cp[CP_WHEELBASE]
+        for k in range(4):
+            a.kin[k] = rng_range(rng, self.kin_lo, self.kin_hi) if self.randomize_kin else 1.0
+        for k in range(N_REWARD):
+            if self.ron[c * N_REWARD + k]:
+                lo = self.rlo[c * N_REWARD + k]
+                hi = self.rhi[c * N_REWARD + k]
+                a.rw[k] = rng_range(rng, lo, hi) if hi > lo else lo
+            else:
+                a.rw[k] = 0.0
+            a.rw_norm[k] = <float>self._normalize_rw(c, k, a.rw[k])
+
+    cdef void _clear_world(self, Py_ssize_t w, unsigned long long seed) noexcept nogil:
+        cdef Py_ssize_t k, r, K = self.slots_per_world
+        rng_seed(&self.rngs[w], seed)
+        self.t[w] = 0
+        self.n_agents[w] = 0
+        memset(&self.agents[w * self.max_agents], 0, self.max_agents * sizeof(Agent))
+        for k in range(K):
+            r = w * K + k
+            self.slot_of[r] = -1
+            self.nact[r] = 0
+            self.atype[r] = -1
+            self.rew[r] = 0
+            self.term[r] = 0
+            self.trunc[r] = 0
+            self.valid_p[r] = 0
+            self.prev_np[r] = 0
+            self.prev_nr[r] = 0
+            memset(&self.cnt[r * N_COUNTERS], 0, N_COUNTERS * sizeof(int))
+        if self.obs_f != NULL:
+            memset(&self.obs_f[w * K * self.obs_dim], 0, K * self.obs_dim * sizeof(float))
+        else:
+            memset(&self.obs_h[w * K * self.obs_dim], 0, K * self.obs_dim * sizeof(uint16_t))
+
+    cdef void _reset_world(self, Py_ssize_t w, unsigned long long seed) noexcept nogil:
+        self._clear_world(w, seed)
+        cdef const MapC* m = self.wmap[w]
+        cdef bint use_log = self.init_mode == 1 or (self.init_mode == 2 and rng_uniform(&self.rngs[w]) >= self.p_random)
+        if use_log and m.n_tracks > 0:
+            self._init_from_log(w)
+        else:
+            self._init_random(w)
+        self._finish_reset(w)
+
+    cdef void _finish_reset(self, Py_ssize_t w) noexcept nogil:
+        """Slot tables, lane state, goal distances and first observations after placement."""
+        cdef Py_ssize_t i, r, K = self.slots_per_world, base = w * self.max_agents
+        cdef const MapC* m = self.wmap[w]
+        cdef Agent* a
+        for i in range(self.n_agents[w]):
+            a = &self.agents[base + i]
+            a.cos_h = cos(a.heading)
+            a.sin_h = sin(a.heading)
+            lane_state(m, a, self.lane_max_dist, self.z_gate)
+            a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+            if a.role == ROLE_CONTROLLED and a.slot >= 0:
+                r = w * K + a.slot
+                self.slot_of[r] = <int>i
+                self.atype[r] = a.cls
+                self.nact[r] = self.n_long[a.cls] * self.n_lat[a.cls]
+                self.valid_p[r] = 1
+        grid_build(&self.agents[base], self.n_agents[w], &self.grid_head[w * AGENT_BUCKETS],
+                   &self.grid_next[base], self.agent_cell)
+        for i in range(self.n_agents[w]):
+            a = &self.agents[base + i]
+            if a.alive and a.role == ROLE_CONTROLLED:
+                a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS],
+                                      &self.grid_next[base], self.agent_cell, self.z_gate, 0.0)
+        self._observe_world(w)
+
+    cdef bint _place_on_lane(self, Py_ssize_t w, Agent* a) noexcept nogil:
+        cdef const MapC* m = self.wmap[w]
+        cdef Rng* rng = &self.rngs[w]
+        cdef Py_ssize_t lane
+        cdef double s, jitter
+        if m.n_spawn_lanes == 0:
+            return False
+        lane = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
+        s = rng_range(rng, 0.0, lane_length(m, lane))
+        lane_point(m, lane, s, &a.x, &a.y, &a.z, &a.heading)
+        jitter = rng_range(rng, -0.2, 0.2)
+        a.x -= jitter * sin(a.heading)
+        a.y += jitter * cos(a.heading)
+        a.heading += rng_range(rng, -0.05, 0.05)
+        return True
+
+    cdef bint _place_on_sidewalk(self, Py_ssize_t w, Agent* a) noexcept nogil:
+        cdef const MapC* m = self.wmap[w]
+        cdef Rng* rng = &self.rngs[w]
+        cdef Py_ssize_t ring
+        cdef const double* bb
+        cdef int k
+        if m.n_walks == 0:
+            return self._place_on_lane(w, a)
+        for k in range(20):
+            ring = rng_int(rng, m.n_walks)
+            bb = &m.walk_bbox[4 * ring]
+            a.x = rng_range(rng, bb[0], bb[2])
+            a.y = rng_range(rng, bb[1], bb[3])
+            if point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks):
+                a.z = m.walk_pts[3 * m.walk_off[ring] + 2]
+                a.heading = rng_range(rng, -3.141592653589793, 3.141592653589793)
+                return True
+        return False
+
+    cdef bint _assign_goal(self, Py_ssize_t w, Agent* a) noexcept nogil:
+        """A goal ahead along the lane graph (pedestrians: straight ahead along their heading)."""
+        cdef const MapC* m = self.wmap[w]
+        cdef Rng* rng = &self.rngs[w]
+        cdef double d, s, dt2, t
+        cdef Py_ssize_t seg
+        if a.cls == CLS_PEDESTRIAN:
+            d = rng_range(rng, 0.25 * self.goal_lo, 0.25 * self.goal_hi)
+            a.goal_x = a.x + d * cos(a.heading)
+            a.goal_y = a.y + d * sin(a.heading)
+            a.goal_z = a.z
+            return True
+        seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, self.lane_max_dist, self.z_gate, &dt2, &t)
+        if seg < 0:
+            return False
+        s = m.lanes.seg_s0[seg] + t * sqrt((m.lanes.seg[6 * seg + 3] - m.lanes.seg[6 * seg]) ** 2
+                                           + (m.lanes.seg[6 * seg + 4] - m.lanes.seg[6 * seg + 1]) ** 2)
+        return sample_goal(m, rng, m.lanes.seg_row[seg], s, a.x, a.y, cos(a.heading), sin(a.heading),
+                           self.goal_lo, self.goal_hi, self.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
+
+    cdef int _sample_class(self, Py_ssize_t w) noexcept nogil:
+        cdef double total = 0.0, u
+        cdef int c
+        for c in range(N_CLASSES):
+            total += self.class_weight[c]
+        u = rng_uniform(&self.rngs[w]) * total
+        for c in range(N_CLASSES):
+            if u < self.class_weight[c]:
+                return c
+            u -= self.class_weight[c]
+        return CLS_CAR
+
+    cdef void _init_random(self, Py_ssize_t w) noexcept nogil:
+        """Random placement under rejection sampling (appendix D.1): collision-free with a
+        clearance, on the road, aligned with the lane, at low speed, outside signalized
+        intersections; controlled agents also need a goal ahead."""
+        cdef Rng* rng = &self.rngs[w]
+        cdef const MapC* m = self.wmap[w]
+        cdef Py_ssize_t base = w * self.max_agents, n = 0, target, k, j
+        cdef int attempt, c, slots = 0, role
+        cdef Agent* a
+        cdef bint ok
+        target = self.n_min + rng_int(rng, self.n_max - self.n_min + 1)
+        for k in range(target):
+            for attempt in range(self.tries):
+                c = self._sample_class(w)
+                role = ROLE_CONTROLLED if (self.controlled_cls[c] and slots < self.slots_per_world) else ROLE_STATIC
+                a = &self.agents[base + n]
+                memset(a, 0, sizeof(Agent))
+                self._init_agent(w, a, c, role)
+                ok = self._place_on_sidewalk(w, a) if c == CLS_PEDESTRIAN else self._place_on_lane(w, a)
+                if not ok:
+                    continue
+                a.cos_h = cos(a.heading)
+                a.sin_h = sin(a.heading)
+                a.alive = 1
+                for j in range(n):
+                    if obb_overlap(a.x, a.y, a.heading, a.length + 2 * self.clearance, a.width + 2 * self.clearance,
+                                   self.agents[base + j].x, self.agents[base + j].y, self.agents[base + j].heading,
+                                   self.agents[base + j].length, self.agents[base + j].width) and \
+                            fabs(self.agents[base + j].z - a.z) <= self.z_gate:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                if c != CLS_PEDESTRIAN and offroad(m, a, self.z_gate):
+                    continue
+                if role == ROLE_CONTROLLED:
+                    if not self._assign_goal(w, a):
+                        continue
+                    a.speed = rng_range(rng, self.v0_lo, self.v0_hi)
+                    a.slot = slots
+                    a.goal_hidden = 1 if rng_uniform(rng) < self.goal_dropout[c] else 0
+                    slots += 1
+                else:
+                    a.goal_x = a.x
+                    a.goal_y = a.y
+                n += 1
+                break
+        self.n_agents[w] = <int>n
+
+    cdef void _init_from_log(self, Py_ssize_t w) noexcept nogil:
+        """Agents at their logged state at step 0; controlled ones get their last logged position
+        as goal (appendix D.5), the rest replay the log."""
+        cdef const MapC* m = self.wmap[w]
+        cdef Py_ssize_t base = w * self.max_agents, n = 0, j, T = m.track_steps, last, tt
+        cdef const double* st
+        cdef Agent* a
+        cdef int c, slots = 0
+        for j in range(m.n_tracks):
+            if n >= self.max_agents:
+                break
+            if not m.track_valid[j * T]:
+                continue
+            c = m.track_type[j]
+            a = &self.agents[base + n]
+            memset(a, 0, sizeof(Agent))
+            self._init_agent(w, a, c, ROLE_LOG)
+            st = &m.track_state[(j * T) * 6]
+            a.x, a.y, a.z, a.heading = st[0], st[1], st[2], st[3]
+            a.speed = st[4] * cos(st[3]) + st[5] * sin(st[3])
+            a.length = m.track_size[3 * j]
+            a.width = m.track_size[3 * j + 1]
+            a.height = m.track_size[3 * j + 2]
+            a.wheelbase = a.length * self.cp[c * N_CP + CP_WHEELBASE]
+            a.log_index = <int>j
+            a.alive = 1
+            last = 0
+            for tt in range(T):
+                if m.track_valid[j * T + tt]:
+                    last = tt
+            a.goal_x = m.track_state[(j * T + last) * 6]
+            a.goal_y = m.track_state[(j * T + last) * 6 + 1]
+            a.goal_z = m.track_state[(j * T + last) * 6 + 2]
+            if self.controlled_cls[c] and slots < self.slots_per_world and \
+                    (a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2 >= self.goal_fwd * self.goal_fwd:
+                a.role = ROLE_CONTROLLED
+                a.slot = slots
+                a.goal_hidden = 1 if rng_uniform(&self.rngs[w]) < self.goal_dropout[c] else 0
+                slots += 1
+            n += 1
+        self.n_agents[w] = <int>n
+
+    cdef void _step_world(self, Py_ssize_t w) noexcept nogil:
+        cdef Py_ssize_t K = self.slots_per_world, base = w * self.max_agents, i, k, r, n = self.n_agents[w]
+        cdef const MapC* m = self.wmap[w]
+        cdef Agent* a
+        cdef const double* cp
+        cdef const double* st
+        cdef int c, act, T, nl
+        cdef StepEvents ev
+        cdef double d, speed
+        cdef bint remove
+        self.t[w] += 1
+        T = self.t[w]
+        for k in range(K):
+            r = w * K + k
+            self.rew[r] = 0
+            self.term[r] = 0
+            self.trunc[r] = 0
+            i = self.slot_of[r]
+            self.valid_p[r] = 1 if (i >= 0 and self.agents[base + i].alive and
+                                    self.agents[base + i].role == ROLE_CONTROLLED) else 0
+        # 1. dynamics and log replay
+        for i in range(n):
+            a = &self.agents[base + i]
+            if not a.alive:
+                continue
+            if a.role == ROLE_CONTROLLED:
+                c = a.cls
+                act = self.act[w * K + a.slot]
+                nl = self.n_lat[c]
+                step_dynamics(a, &self.cp[c * N_CP], a.dyn, self.grid_long[c * MAX_GRID + act // nl],
+                              self.grid_lat[c * MAX_GRID + act % nl], self.dt)
+            elif a.role == ROLE_LOG:
+                if T < m.track_steps and m.track_valid[a.log_index * m.track_steps + T]:
+                    st = &m.track_state[(a.log_index * m.track_steps + T) * 6]
+                    a.x, a.y, a.z, a.heading = st[0], st[1], st[2], st[3]
+                    a.cos_h = cos(a.heading)
+                    a.sin_h = sin(a.heading)
+                    a.speed = st[4] * a.cos_h + st[5] * a.sin_h
+                else:
+                    a.alive = 0
+        # 2. agent grid
+        grid_build(&self.agents[base], n, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base], self.agent_cell)
+        # 3-6. rules, rewards, consequences for controlled agents
+        for i in range(n):
+            a = &self.agents[base + i]
+            if not a.alive or a.role != ROLE_CONTROLLED:
+                continue
+            c = a.cls
+            cp = &self.cp[c * N_CP]
+            r = w * K + a.slot
+            memset(&ev, 0, sizeof(StepEvents))
+            a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base],
+                                  self.agent_cell, self.z_gate, 0.0)
+            ev.collided = a.collided
+            lane_state(m, a, self.lane_max_dist, self.z_gate)
+            speed = fabs(a.speed)
+            if c == CLS_PEDESTRIAN:
+                a.offroad = 0
+                a.on_crosswalk = point_in_rings(a.x, a.y, m.cross_pts, m.cross_off, m.cross_bbox, m.n_cross)
+                ev.incursion = (a.lane >= 0 and fabs(a.lane_lat) < 0.5 * a.lane_width and not a.on_crosswalk)
+                a.wrong_way = 0
+            else:
+                a.offroad = offroad(m, a, self.z_gate)
+                ev.offroad = a.offroad
+                a.wrong_way = (a.lane >= 0 and m.lane_inter[a.lane] < 0 and
+                               fabs(a.lane_heading_res) > self.wrong_way_angle and speed > 0.5)
+                ev.wrong_way = a.wrong_way
+            a.n_comfort = ((fabs(a.a_long) > cp[CP_COMF_ALONG]) + (fabs(a.a_lat) > cp[CP_COMF_ALAT]) +
+                           (fabs(a.j_long) > cp[CP_COMF_JLONG]) + (fabs(a.j_lat) > cp[CP_COMF_JLAT]))
+            ev.comfort_violations = a.n_comfort
+            d = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+            ev.goal_progress = a.prev_goal_dist - d
+            a.prev_goal_dist = d
+            ev.goal = d < a.rw[RW_DELTA_GOAL] and speed < a.rw[RW_V_GOAL]
+            self.rew[r] = <float>step_reward(a, &ev, cp, self.dt, m.handedness)
+            self.cnt[r * N_COUNTERS + CNT_COLLISION] += ev.collided
+            self.cnt[r * N_COUNTERS + CNT_OFFROAD] += ev.offroad
+            self.cnt[r * N_COUNTERS + CNT_WRONG_WAY] += ev.wrong_way
+            self.cnt[r * N_COUNTERS + CNT_GOAL] += ev.goal
+            self.cnt[r * N_COUNTERS + CNT_COMFORT] += ev.comfort_violations
+            remove = ((ev.collided and self.conseq_collision == CONSEQ_REMOVE) or
+                      (ev.offroad and self.conseq_offroad == CONSEQ_REMOVE) or
+                      (ev.wrong_way and self.conseq_wrong_way == CONSEQ_REMOVE))
+            if not remove and ((ev.collided and self.conseq_collision == CONSEQ_STOP) or
+                               (ev.offroad and self.conseq_offroad == CONSEQ_STOP) or
+                               (ev.wrong_way and self.conseq_wrong_way == CONSEQ_STOP)):
+                a.speed = 0.0
+                a.a_long = 0.0
+                a.a_lat = 0.0
+                a.v_lat = 0.0
+                a.yaw_rate = 0.0
+            if remove:
+                a.alive = 0
+                self.term[r] = 1
+                self.nact[r] = 0
+            elif ev.goal:
+                if self.goal_behavior == 0 and self._assign_goal(w, a):
+                    a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+                else:
+                    a.halted = 1
+                    a.role = ROLE_STATIC
+                    self.nact[r] = 0
+                    a.speed = 0.0
+                    a.a_long = 0.0
+                    a.a_lat = 0.0
+                    self.term[r] = 1
+        # 7. truncation at the horizon
+        if T >= self.horizon:
+            for k in range(K):
+                r = w * K + k
+                if self.valid_p[r] and not self.term[r]:
+                    self.trunc[r] = 1
+        # 8. observations
+        self._observe_world(w)
+
+    cdef void _observe_world(self, Py_ssize_t w) noexcept nogil:
+        cdef Py_ssize_t K = self.slots_per_world, base = w * self.max_agents, k, r, i
+        cdef const MapC* m = self.wmap[w]
+        cdef ObsOut out
+        cdef Agent* a
+        cdef bint drop
+        out.f = self.obs_f
+        out.h = self.obs_h
+        out.dim = self.obs_dim
+        out.noise_std = self.noise_std
+        out.noise_clip = self.noise_clip
+        out.rng = &self.rngs[w]
+        for k in range(K):
+            r = w * K + k
+            i = self.slot_of[r]
+            if i < 0 or not self.valid_p[r]:
+                continue
+            a = &self.agents[base + i]
+            drop = self.state_dropout > 0 and rng_uniform(&self.rngs[w]) < self.state_dropout
+            write_ego(&out, r * self.obs_dim, &self.ego, a, drop)
+            if self.partners.max_n > 0:
+                self.prev_np[r] = write_partners(&out, r * self.obs_dim, &self.partners, &self.agents[base],
+                                                 self.n_agents[w], i, &self.d2buf[base], &self.idxbuf[base],
+                                                 self.prev_np[r])
+            if self.road.max_n > 0:
+                self.prev_nr[r] = write_road(&out, r * self.obs_dim, &self.road, &m.obs, a, self.prev_nr[r])
+
+
+cdef void* _ptr_mut(a):
+    """Data pointer of a C-contiguous numpy array we own."""
+    cdef cnp.ndarray arr = a
+    return cnp.PyArray_DATA(arr)
+
+
+def _as_map(src):
+    """A built MapData from a MapData, a path or a bundled map name."""
+    from terrazero_env.maps import MapData, build, load_source
+    if isinstance(src, MapData):
+        return build(src)
+    m = load_source(src)
+    return m if str(src).endswith(".tzb") or "." not in str(src) else build(m)

@@ -1,0 +1,112 @@
+# Observation layout, declared once here and read by Python (policies, tests) through ObsLayout.
+# Included by _engine.pyx.
+
+#: Ego features of table 9 in row order: (name, width); alpha_params is as wide as the active
+#: reward parameters.
+EGO_FEATURES = (
+    ("agent_type", 1), ("rel_goal_pos", 2), ("goal_dropout_flag", 1), ("state_dropout_flag", 1),
+    ("speed", 1), ("vehicle_dims", 2), ("collision_state", 1), ("steering_angle", 1), ("acceleration", 2),
+    ("stop_sign_state", 3), ("alpha_params", -1), ("kinematic_params", 4), ("lane_state", 2),
+)
+#: Partner features of table 10 (acceleration is optional, off by default).
+PARTNER_FEATURES = (("rel_pos", 2), ("vehicle_dims", 2), ("rel_heading", 2), ("speed", 1), ("actor_type", 1),
+                    ("acceleration", 2))
+#: Road-segment features of table 11.
+ROAD_FEATURES = (("rel_pos", 2), ("segment_dims", 2), ("rel_angle", 2), ("road_type", 1))
+#: Traffic-entity features of table 12 (slots reserved; written by the traffic-rules layer).
+TRAFFIC_FEATURES = (("entity_type", 1), ("rel_pos", 3), ("signal_state", 4), ("stop_line_endpoints", 4))
+#: Columns of Engine.counters.
+COUNTER_NAMES = ("collision", "offroad", "wrong_way", "goal_reached", "comfort_violations")
+
+
+class ObsGroup:
+    """One observation group: ``count`` entities of ``width`` values from column ``start``."""
+
+    def __init__(self, name, start, count, width, features):
+        self.name = name
+        self.start = start
+        self.count = count
+        self.width = width
+        self.features = tuple(features)  # (feature name, offset inside the entity, width)
+
+    @property
+    def stop(self):
+        return self.start + self.count * self.width
+
+    @property
+    def slice(self):
+        return slice(self.start, self.stop)
+
+    def feature(self, name):
+        """Slice of a feature inside one entity (ego: inside the row)."""
+        for n, off, w in self.features:
+            if n == name:
+                return slice(off, off + w)
+        raise KeyError(f"{self.name} has no feature {name!r}; it has {[f[0] for f in self.features]}")
+
+    def __repr__(self):
+        return f"ObsGroup({self.name!r}, start={self.start}, count={self.count}, width={self.width})"
+
+
+class ObsLayout:
+    """Where every observation group and feature lives in a row of ``Engine.observations``.
+
+    ``groups``: ego, partners, road, traffic (only the enabled ones). A policy splits a row with
+    ``layout.groups["road"].slice`` and reshapes it to ``[count, width]``; no column index is ever
+    typed by hand.
+    """
+
+    def __init__(self, obs_config, alpha_names):
+        o = obs_config
+        groups = {}
+        start = 0
+        ego = []
+        off = 0
+        for name, width in EGO_FEATURES:
+            if not getattr(o, name):
+                continue
+            if name == "alpha_params":
+                width = len(alpha_names)
+                if width == 0:
+                    continue
+            ego.append((name, off, width))
+            off += width
+        groups["ego"] = ObsGroup("ego", 0, 1, off, ego)
+        start = off
+        if o.partners and o.max_partners > 0:
+            feats, w = [], 0
+            for name, width in PARTNER_FEATURES:
+                if name == "acceleration" and not o.partner_acceleration:
+                    continue
+                feats.append((name, w, width))
+                w += width
+            groups["partners"] = ObsGroup("partners", start, o.max_partners, w, feats)
+            start += o.max_partners * w
+        if o.road and o.max_road_segments > 0:
+            feats, w = [], 0
+            for name, width in ROAD_FEATURES:
+                feats.append((name, w, width))
+                w += width
+            groups["road"] = ObsGroup("road", start, o.max_road_segments, w, feats)
+            start += o.max_road_segments * w
+        if o.traffic and o.max_traffic > 0:
+            feats, w = [], 0
+            for name, width in TRAFFIC_FEATURES:
+                feats.append((name, w, width))
+                w += width
+            groups["traffic"] = ObsGroup("traffic", start, o.max_traffic, w, feats)
+            start += o.max_traffic * w
+        self.groups = groups
+        self.dim = start
+        self.alpha_names = tuple(alpha_names)
+
+    def split(self, obs):
+        """Views of a ``[..., dim]`` array per group, entity groups reshaped to ``[..., count, width]``."""
+        out = {}
+        for name, g in self.groups.items():
+            part = obs[..., g.slice]
+            out[name] = part if name == "ego" else part.reshape(tuple(obs.shape[: obs.ndim - 1]) + (g.count, g.width))
+        return out
+
+    def __repr__(self):
+        return f"ObsLayout(dim={self.dim}, groups={list(self.groups.values())})"

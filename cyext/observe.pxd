@@ -1,0 +1,251 @@
+# cython: language_level=3
+"""Observation writer (TerraZero appendix C, tables 9-12).
+
+Every spatial feature is in the ego frame of equation (1): x forward, y left. Headings stay as
+(cos, sin) pairs so the hot path needs no atan2. Each group's padding is written only where the
+previous step wrote entities that this step does not overwrite, so the buffer is never cleared
+wholesale. Values go to float32 or float16 storage through ``obs_put``.
+"""
+
+from libc.stdint cimport uint16_t, uint32_t
+from libc.string cimport memcpy
+from libc.math cimport sqrt, fabs
+from common cimport Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, N_REWARD
+from rng cimport Rng, rng_uniform, rng_normal
+
+
+ctypedef struct ObsOut:
+    float* f                   # float32 storage (NULL when half)
+    uint16_t* h                # float16 storage (NULL when single)
+    Py_ssize_t dim
+    double noise_std, noise_clip
+    Rng* rng
+
+
+cdef inline uint16_t float_to_half(float value) noexcept nogil:
+    """IEEE 754 binary16 from binary32, round to nearest even (as numpy's astype(float16))."""
+    cdef uint32_t x
+    memcpy(&x, &value, 4)
+    cdef uint32_t sign = (x >> 16) & 0x8000
+    cdef uint32_t mant = x & 0x007FFFFF
+    cdef int exp = <int>((x >> 23) & 0xFF)
+    cdef uint32_t half, shift, rounded
+    if exp == 0xFF:  # inf or nan
+        return <uint16_t>(sign | 0x7C00 | (0x200 if mant else 0))
+    exp = exp - 127 + 15
+    if exp >= 0x1F:
+        return <uint16_t>(sign | 0x7C00)
+    if exp <= 0:
+        if exp < -10:
+            return <uint16_t>sign
+        mant = mant | 0x00800000
+        shift = <uint32_t>(14 - exp)
+        half = mant >> shift
+        rounded = mant & ((1u << shift) - 1)
+        if rounded > (1u << (shift - 1)) or (rounded == (1u << (shift - 1)) and (half & 1)):
+            half += 1
+        return <uint16_t>(sign | half)
+    half = sign | (<uint32_t>exp << 10) | (mant >> 13)
+    rounded = mant & 0x1FFF
+    if rounded > 0x1000 or (rounded == 0x1000 and (half & 1)):
+        half += 1  # may carry into the exponent, which is the correct rounding
+    return <uint16_t>half
+
+
+cdef inline void obs_put(ObsOut* o, Py_ssize_t i, double v) noexcept nogil:
+    cdef double n
+    if o.noise_std > 0:
+        n = rng_normal(o.rng) * o.noise_std
+        if n > o.noise_clip:
+            n = o.noise_clip
+        elif n < -o.noise_clip:
+            n = -o.noise_clip
+        v += n
+    if o.h != NULL:
+        o.h[i] = float_to_half(<float>v)
+    else:
+        o.f[i] = <float>v
+
+
+cdef inline void obs_zero(ObsOut* o, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+    cdef Py_ssize_t i
+    if o.h != NULL:
+        for i in range(start, stop):
+            o.h[i] = 0
+    else:
+        for i in range(start, stop):
+            o.f[i] = 0.0
+
+
+cdef inline int type_code(int cls) noexcept nogil:
+    """Categorical agent type of tables 9 and 10: vehicle = 1, pedestrian = 2, cyclist = 3."""
+    if cls == CLS_PEDESTRIAN:
+        return 2
+    if cls == CLS_CYCLIST:
+        return 3
+    return 1
+
+
+# Offsets of each ego feature inside the ego group (-1 when disabled); filled by the engine from the
+# layout table in _engine.pyx.
+ctypedef struct EgoLayout:
+    int agent_type, rel_goal_pos, goal_dropout_flag, state_dropout_flag, speed, vehicle_dims
+    int collision_state, steering_angle, acceleration, stop_sign_state, alpha_params
+    int kinematic_params, lane_state
+    int n_alpha
+    int alpha_idx[23]
+    double kin_lo, kin_hi
+
+
+ctypedef struct EntityLayout:
+    int start                  # offset of the group in the row
+    int max_n                  # entity budget
+    int width                  # values per entity
+    int accel                  # partners: offset of the optional acceleration pair, -1 off
+    double radius, radius2, z_gate, dropout
+
+
+cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout) noexcept nogil:
+    cdef Py_ssize_t b = row
+    cdef double dx, dy, v
+    cdef int k
+    if L.agent_type >= 0:
+        obs_put(o, b + L.agent_type, type_code(a.cls))
+    if L.rel_goal_pos >= 0:
+        if a.goal_hidden:
+            obs_put(o, b + L.rel_goal_pos, 0.0)
+            obs_put(o, b + L.rel_goal_pos + 1, 0.0)
+        else:
+            dx = a.goal_x - a.x
+            dy = a.goal_y - a.y
+            obs_put(o, b + L.rel_goal_pos, (dx * a.cos_h + dy * a.sin_h) * 0.005)
+            obs_put(o, b + L.rel_goal_pos + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.005)
+    if L.goal_dropout_flag >= 0:
+        obs_put(o, b + L.goal_dropout_flag, 1.0 if a.goal_hidden else 0.0)
+    if L.state_dropout_flag >= 0:
+        obs_put(o, b + L.state_dropout_flag, 1.0 if state_dropout else 0.0)
+    if L.speed >= 0:
+        v = sqrt(a.speed * a.speed + a.v_lat * a.v_lat)
+        obs_put(o, b + L.speed, 0.0 if state_dropout else (-v if a.speed < 0 else v) / 100.0)
+    if L.vehicle_dims >= 0:
+        obs_put(o, b + L.vehicle_dims, 0.0 if state_dropout else a.width / 15.0)
+        obs_put(o, b + L.vehicle_dims + 1, 0.0 if state_dropout else a.length / 30.0)
+    if L.collision_state >= 0:
+        obs_put(o, b + L.collision_state, 0.0 if state_dropout else (1.0 if a.collided else 0.0))
+    if L.steering_angle >= 0:
+        obs_put(o, b + L.steering_angle, 0.0 if state_dropout else a.steer / 3.141592653589793)
+    if L.acceleration >= 0:
+        obs_put(o, b + L.acceleration, 0.0 if state_dropout else a.a_long / 5.0)
+        obs_put(o, b + L.acceleration + 1, 0.0 if state_dropout else a.a_lat / 4.0)
+    if L.stop_sign_state >= 0:
+        # (not in region, must stop, cleared): stop-sign regions arrive with the traffic-rules layer,
+        # until then every agent is "not in region".
+        obs_put(o, b + L.stop_sign_state, 1.0)
+        obs_put(o, b + L.stop_sign_state + 1, 0.0)
+        obs_put(o, b + L.stop_sign_state + 2, 0.0)
+    if L.alpha_params >= 0:
+        for k in range(L.n_alpha):
+            obs_put(o, b + L.alpha_params + k, a.rw_norm[L.alpha_idx[k]])
+    if L.kinematic_params >= 0:
+        for k in range(4):
+            if L.kin_hi > L.kin_lo:
+                obs_put(o, b + L.kinematic_params + k, 2.0 * (a.kin[k] - L.kin_lo) / (L.kin_hi - L.kin_lo) - 1.0)
+            else:
+                obs_put(o, b + L.kinematic_params + k, 0.0)
+    if L.lane_state >= 0:
+        obs_put(o, b + L.lane_state, a.lane_heading_res / 3.141592653589793 if a.lane >= 0 else 0.0)
+        obs_put(o, b + L.lane_state + 1, a.lane_lat / 2.5 if a.lane >= 0 else 0.0)
+
+
+cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L, Agent* agents, Py_ssize_t n,
+                               Py_ssize_t self_i, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
+    """The nearest live agents within the radius and z gate, nearest first (table 10). Returns how
+    many were written."""
+    cdef Agent* a = &agents[self_i]
+    cdef Agent* p
+    cdef Py_ssize_t j, k, m = 0, best
+    cdef double dx, dy, d2, tmp
+    cdef int ti, count = 0
+    cdef Py_ssize_t base
+    for j in range(n):
+        p = &agents[j]
+        if j == self_i or not p.alive:
+            continue
+        dx = p.x - a.x
+        dy = p.y - a.y
+        d2 = dx * dx + dy * dy
+        if d2 <= L.radius2 and fabs(p.z - a.z) <= L.z_gate:
+            d2buf[m] = d2
+            idxbuf[m] = <int>j
+            m += 1
+    for k in range(m):
+        if count >= L.max_n:
+            break
+        best = k  # selection sort of the first max_n: m is small (agents in one world)
+        for j in range(k + 1, m):
+            if d2buf[j] < d2buf[best] or (d2buf[j] == d2buf[best] and idxbuf[j] < idxbuf[best]):
+                best = j
+        tmp = d2buf[k]
+        d2buf[k] = d2buf[best]
+        d2buf[best] = tmp
+        ti = idxbuf[k]
+        idxbuf[k] = idxbuf[best]
+        idxbuf[best] = ti
+        if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
+            continue
+        p = &agents[idxbuf[k]]
+        dx = p.x - a.x
+        dy = p.y - a.y
+        base = row + L.start + count * L.width
+        obs_put(o, base + 0, (dx * a.cos_h + dy * a.sin_h) * 0.02)
+        obs_put(o, base + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.02)
+        obs_put(o, base + 2, p.width / 15.0)
+        obs_put(o, base + 3, p.length / 30.0)
+        obs_put(o, base + 4, p.cos_h * a.cos_h + p.sin_h * a.sin_h)
+        obs_put(o, base + 5, p.sin_h * a.cos_h - p.cos_h * a.sin_h)
+        obs_put(o, base + 6, sqrt(p.speed * p.speed + p.v_lat * p.v_lat) / 100.0)
+        obs_put(o, base + 7, type_code(p.cls))
+        if L.accel >= 0:
+            obs_put(o, base + L.accel, p.a_long / 5.0)
+            obs_put(o, base + L.accel + 1, p.a_lat / 4.0)
+        count += 1
+    if prev_count > count:
+        obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
+    return count
+
+
+cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, const ObsSegC* g, Agent* a,
+                           int prev_count) noexcept nogil:
+    """Road segments from the precomputed candidates of the agent's cell (lane centerlines and
+    road edges first, then nearest first), kept within the radius and z gate (table 11)."""
+    cdef Py_ssize_t ix, iy, c, k, base
+    cdef const float* s
+    cdef double dx, dy
+    cdef int count = 0
+    if g.n > 0:
+        ix = <Py_ssize_t>((a.x - g.x0) / g.cell_size)
+        iy = <Py_ssize_t>((a.y - g.y0) / g.cell_size)
+        if 0 <= ix < g.nx and 0 <= iy < g.ny and a.x >= g.x0 and a.y >= g.y0:
+            c = iy * g.nx + ix
+            for k in range(g.cell_start[c], g.cell_start[c + 1]):
+                if count >= L.max_n:
+                    break
+                s = g.seg + 8 * g.cell_items[k]
+                dx = s[0] - a.x
+                dy = s[1] - a.y
+                if dx * dx + dy * dy > L.radius2 or fabs(s[2] - a.z) > L.z_gate:
+                    continue
+                if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
+                    continue
+                base = row + L.start + count * L.width
+                obs_put(o, base + 0, (dx * a.cos_h + dy * a.sin_h) * 0.02)
+                obs_put(o, base + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.02)
+                obs_put(o, base + 2, s[3] / 100.0)
+                obs_put(o, base + 3, s[4] / 100.0)
+                obs_put(o, base + 4, s[5] * a.cos_h + s[6] * a.sin_h)
+                obs_put(o, base + 5, s[6] * a.cos_h - s[5] * a.sin_h)
+                obs_put(o, base + 6, s[7])
+                count += 1
+    if prev_count > count:
+        obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
+    return count

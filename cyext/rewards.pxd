@@ -1,0 +1,75 @@
+# cython: language_level=3
+"""Per-step reward of one agent (TerraZero appendix B, table 8).
+
+Every weight comes from the agent's own sampled parameter vector ``rw`` (a null parameter is 0, so
+its term vanishes). Speed terms are multiplied by dt to be per-step. Stop-line and red-light terms
+read the events the traffic-rules layer records (none until that layer runs).
+"""
+
+from libc.math cimport fabs, sqrt
+from common cimport (Agent, RW_GOAL, RW_COLLISION, RW_BOUNDARY, RW_COMFORT, RW_LANE_ALIGN, RW_LANE_CENTER,
+                     RW_VELOCITY, RW_VEL_ALIGN, RW_REVERSE, RW_TIMESTEP, RW_STOP_LINE, RW_RED_LIGHT,
+                     RW_ROAD_INCURSION, RW_SPEED_LIMIT, RW_EDGE_PREFERENCE, RW_GOAL_PROGRESS,
+                     RW_TARGET_SPEED, RW_WRONG_WAY, RW_B_CENTER, RW_GAMMA_COL, RW_V_SPEED_LIM,
+                     KIN_VEL, CP_VMAX)
+
+
+ctypedef struct StepEvents:
+    bint goal                  # reached the goal this step
+    bint collided
+    bint offroad               # vehicles and cyclists: footprint off the drivable area
+    bint incursion             # pedestrians: on the carriageway and not on a crosswalk
+    bint wrong_way
+    bint stop_line             # ran a stop line (traffic-rules layer)
+    bint red_light             # crossed a stop bar on red (traffic-rules layer)
+    int comfort_violations
+    double goal_progress       # metres closer to the goal than last step
+
+
+cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, double dt,
+                               int handedness) noexcept nogil:
+    cdef const double* w = a.rw
+    cdef double v = a.speed
+    cdef double speed = fabs(v)
+    cdef double v_max = cp[CP_VMAX] * a.kin[KIN_VEL]
+    cdef double r = 0.0, target, edge, v_lim
+    if e.goal:
+        r += w[RW_GOAL]
+    if e.collided:
+        r -= w[RW_COLLISION] + w[RW_GAMMA_COL] * speed
+    if e.offroad:
+        r -= w[RW_BOUNDARY]
+    r -= w[RW_COMFORT] * e.comfort_violations
+    if a.lane >= 0:
+        r -= w[RW_LANE_ALIGN] * fabs(a.lane_heading_res)
+        r -= w[RW_LANE_CENTER] * fabs(a.lane_lat + w[RW_B_CENTER])
+        # Velocity alignment: distance to the target speed (the lane's posted limit unless a
+        # positive target speed is set), per step.
+        if w[RW_VEL_ALIGN] != 0.0:
+            target = w[RW_TARGET_SPEED] if w[RW_TARGET_SPEED] > 0 else a.lane_speed
+            if target > v_max:
+                target = v_max
+            r -= w[RW_VEL_ALIGN] * dt * fabs(v - target)
+        if w[RW_EDGE_PREFERENCE] != 0.0 and a.lane_width > 0:
+            # Toward the curb side: right of travel in right-hand traffic, left in left-hand.
+            edge = (a.lane_lat if handedness == 1 else -a.lane_lat) / a.lane_width
+            edge = -1.0 if edge < -1.0 else (1.0 if edge > 1.0 else edge)
+            r += w[RW_EDGE_PREFERENCE] * dt * edge
+    if v_max > 0:
+        r += w[RW_VELOCITY] * dt * v / v_max
+    if v < 0:
+        r -= w[RW_REVERSE]
+    r += w[RW_TIMESTEP]
+    if e.stop_line:
+        r -= w[RW_STOP_LINE]
+    if e.red_light:
+        r -= w[RW_RED_LIGHT] + w[RW_GAMMA_COL] * speed
+    if e.incursion:
+        r -= w[RW_ROAD_INCURSION] * dt
+    v_lim = w[RW_V_SPEED_LIM]
+    if w[RW_SPEED_LIMIT] != 0.0 and v_lim > 0 and speed > v_lim and v_max > 0:
+        r -= w[RW_SPEED_LIMIT] * dt * (speed - v_lim) / v_max
+    r += w[RW_GOAL_PROGRESS] * e.goal_progress
+    if e.wrong_way:
+        r -= w[RW_WRONG_WAY] * dt
+    return r

@@ -1,0 +1,392 @@
+# Map loading: a built MapData becomes C-side segment tables, spatial grids and observation caches.
+# Included by _engine.pyx. Everything here runs once per map; worlds on the same map share it.
+
+
+cdef class SegmentGrid:
+    """The segments of a set of polylines (or polygon rings) indexed by a uniform grid.
+
+    ``values``/``offsets``: a CSR polyline set (float64 ``[P, 3]`` points, int64 ``[n + 1]`` row
+    offsets); ``closed=True`` also joins each ring's last point to its first. Built once per map;
+    queries run without the GIL.
+    """
+
+    cdef SegGridC c
+    cdef object _seg, _row, _s0, _start, _items  # owners of the arrays c points into
+
+    def __init__(self, values, offsets, double cell_size=10.0, bint closed=False):
+        v = np.ascontiguousarray(values, dtype=np.float64).reshape(-1, 3)
+        off = np.ascontiguousarray(offsets, dtype=np.int64)
+        if not cell_size > 0:
+            raise ValueError(f"cell_size must be positive, got {cell_size}")
+        if off.ndim != 1 or off.shape[0] < 1 or off[off.shape[0] - 1] != v.shape[0]:
+            raise ValueError("offsets must be int64 [n + 1] ending at the number of points")
+        lengths = np.diff(off)
+        rows = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
+        pos = np.arange(v.shape[0], dtype=np.int64) - np.repeat(off[:-1], lengths)
+        # Segment a -> a + 1 inside each row, plus last -> first for closed rings of >= 3 points.
+        a_idx = np.nonzero(pos < np.repeat(lengths, lengths) - 1)[0]
+        b_idx = a_idx + 1
+        if closed:
+            ring = np.nonzero(lengths >= 3)[0]
+            a_idx = np.concatenate([a_idx, off[ring + 1] - 1])
+            b_idx = np.concatenate([b_idx, off[ring]])
+            order = np.lexsort((a_idx, rows[a_idx]))
+            a_idx, b_idx = a_idx[order], b_idx[order]
+        seg = np.ascontiguousarray(np.concatenate([v[a_idx], v[b_idx]], axis=1))
+        seg_row = rows[a_idx].astype(np.int32)
+        seg_len = np.linalg.norm(seg[:, 3:5] - seg[:, 0:2], axis=1)
+        s0 = np.zeros(seg.shape[0])
+        if seg.shape[0]:
+            cum = np.cumsum(seg_len) - seg_len
+            first = np.r_[0, np.nonzero(np.diff(seg_row))[0] + 1]
+            start_of_row = np.repeat(cum[first], np.diff(np.r_[first, seg.shape[0]]))
+            s0 = cum - start_of_row
+        self._seg, self._row, self._s0 = seg, seg_row, np.ascontiguousarray(s0)
+        self._build_grid(cell_size)
+
+    cdef void _build_grid(self, double cell_size):
+        seg = self._seg
+        n = seg.shape[0]
+        if n:
+            lo = np.minimum(seg[:, [0, 1]], seg[:, [3, 4]])
+            hi = np.maximum(seg[:, [0, 1]], seg[:, [3, 4]])
+            x0, y0 = float(lo[:, 0].min()), float(lo[:, 1].min())
+            nx = int((hi[:, 0].max() - x0) // cell_size) + 1
+            ny = int((hi[:, 1].max() - y0) // cell_size) + 1
+        else:
+            lo = hi = np.zeros((0, 2))
+            x0 = y0 = 0.0
+            nx = ny = 1
+        ix0 = np.clip(((lo[:, 0] - x0) // cell_size).astype(np.int64), 0, nx - 1)
+        ix1 = np.clip(((hi[:, 0] - x0) // cell_size).astype(np.int64), 0, nx - 1)
+        iy0 = np.clip(((lo[:, 1] - y0) // cell_size).astype(np.int64), 0, ny - 1)
+        iy1 = np.clip(((hi[:, 1] - y0) // cell_size).astype(np.int64), 0, ny - 1)
+        # Expand every segment into the cells its bounding box covers.
+        span_x, span_y = ix1 - ix0 + 1, iy1 - iy0 + 1
+        reps = span_x * span_y
+        sid = np.repeat(np.arange(n, dtype=np.int64), reps)
+        k = np.arange(sid.shape[0], dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+        cx = ix0[sid] + k % span_x[sid]
+        cy = iy0[sid] + k // span_x[sid]
+        cell = cy * nx + cx
+        order = np.argsort(cell, kind="stable")
+        counts = np.bincount(cell, minlength=nx * ny)
+        self._start = np.ascontiguousarray(np.r_[0, np.cumsum(counts)].astype(np.int64))
+        self._items = np.ascontiguousarray(sid[order].astype(np.int32))
+        self.c.n_segments = n
+        self.c.x0, self.c.y0, self.c.cell_size = x0, y0, cell_size
+        self.c.nx, self.c.ny = nx, ny
+        self.c.seg = _ptr_f64(self._seg)
+        self.c.seg_row = _ptr_i32(self._row)
+        self.c.seg_s0 = _ptr_f64(self._s0)
+        self.c.cell_start = _ptr_i64(self._start)
+        self.c.cell_items = _ptr_i32(self._items)
+
+    @property
+    def n_segments(self):
+        return self.c.n_segments
+
+    @property
+    def grid_shape(self):
+        """(ny, nx) cells."""
+        return (self.c.ny, self.c.nx)
+
+    @property
+    def cell_size(self):
+        return self.c.cell_size
+
+    def query(self, points, double max_dist=50.0, double z_gate=DEFAULT_Z_GATE):
+        """Project points onto the nearest segment.
+
+        ``points``: float64 ``[N, 2]`` or ``[N, 3]`` (z = 0 when absent). Returns a dict of arrays:
+        ``row`` (int32, polyline index, -1 when nothing lies within ``max_dist`` metres),
+        ``distance`` (m), ``s`` (arc length along the row at the projection, m), ``lateral`` (signed
+        offset, + to the left of the direction of travel, m) and ``heading`` (segment direction, rad).
+        ``z_gate``: ignore geometry more than this many metres away in z (negative disables).
+        """
+        pts = np.ascontiguousarray(points, dtype=np.float64)
+        if pts.ndim != 2 or pts.shape[1] not in (2, 3):
+            raise ValueError(f"points must be [N, 2] or [N, 3], got shape {pts.shape}")
+        if not np.isfinite(pts).all():
+            raise ValueError("points contain non-finite values")
+        if pts.shape[1] == 2:
+            pts = np.concatenate([pts, np.zeros((pts.shape[0], 1))], axis=1)
+        cdef double[:, ::1] p = pts
+        cdef Py_ssize_t n = pts.shape[0], i, s
+        row = np.full(n, -1, dtype=np.int32)
+        dist = np.full(n, np.inf)
+        arc = np.full(n, np.nan)
+        lat = np.full(n, np.nan)
+        head = np.full(n, np.nan)
+        cdef int[::1] row_v = row
+        cdef double[::1] dist_v = dist, arc_v = arc, lat_v = lat, head_v = head
+        cdef double d2, t, dx, dy, L
+        cdef const double* q
+        with nogil:
+            for i in range(n):
+                s = seggrid_nearest(&self.c, p[i, 0], p[i, 1], p[i, 2], max_dist, z_gate, &d2, &t)
+                if s < 0:
+                    continue
+                q = self.c.seg + 6 * s
+                dx = q[3] - q[0]
+                dy = q[4] - q[1]
+                L = sqrt(dx * dx + dy * dy)
+                row_v[i] = self.c.seg_row[s]
+                dist_v[i] = sqrt(d2)
+                arc_v[i] = self.c.seg_s0[s] + t * L
+                head_v[i] = atan2(dy, dx)
+                lat_v[i] = (dx * (p[i, 1] - q[1]) - dy * (p[i, 0] - q[0])) / L if L > 0 else 0.0
+        return {"row": row, "distance": dist, "s": arc, "lateral": lat, "heading": head}
+
+
+cdef const double* _ptr_f64(a):
+    cdef const double[::1] v = a.reshape(-1)
+    return &v[0] if v.shape[0] else NULL
+
+
+cdef const float* _ptr_f32(a):
+    cdef const float[::1] v = a.reshape(-1)
+    return &v[0] if v.shape[0] else NULL
+
+
+cdef const int* _ptr_i32(a):
+    cdef const int[::1] v = a.reshape(-1)
+    return &v[0] if v.shape[0] else NULL
+
+
+cdef const long long* _ptr_i64(a):
+    cdef const long long[::1] v = a.reshape(-1)
+    return &v[0] if v.shape[0] else NULL
+
+
+cdef const unsigned char* _ptr_u8(a):
+    cdef const unsigned char[::1] v = a.reshape(-1)
+    return &v[0] if v.shape[0] else NULL
+
+
+def _ring_bboxes(r):
+    """xmin, ymin, xmax, ymax of each ring of a CSR polygon set, float64 [n, 4]."""
+    n = len(r)
+    out = np.zeros((n, 4))
+    if n and r.values.shape[0]:
+        rid = r.row_ids()
+        out[:, :2] = np.inf
+        out[:, 2:] = -np.inf
+        np.minimum.at(out[:, :2], rid, r.values[:, :2])
+        np.maximum.at(out[:, 2:], rid, r.values[:, :2])
+    return np.ascontiguousarray(out)
+
+
+def _cut_polylines(values, offsets, double max_len):
+    """Cut each polyline into chords no longer than about ``max_len`` metres (observation segments).
+
+    Returns (a [n, 3], b [n, 3], row [n]).
+    """
+    v = np.asarray(values, np.float64).reshape(-1, 3)
+    off = np.asarray(offsets, np.int64)
+    lengths = np.diff(off)
+    if v.shape[0] == 0:
+        return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0, np.int64)
+    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
+    step = np.r_[0.0, np.linalg.norm(np.diff(v[:, :2], axis=0), axis=1)]
+    step[off[:-1][lengths > 0]] = 0.0
+    cum = np.cumsum(step)
+    s = cum - np.repeat(cum[off[:-1]], lengths)
+    chunk = np.floor(s / max_len).astype(np.int64)
+    first_of_row = np.zeros(v.shape[0], bool)
+    first_of_row[off[:-1][lengths > 0]] = True
+    last_of_row = np.zeros(v.shape[0], bool)
+    last_of_row[off[1:][lengths > 0] - 1] = True
+    keep = first_of_row | last_of_row
+    keep[1:] |= (chunk[1:] != chunk[:-1]) & (rows[1:] == rows[:-1])
+    idx = np.nonzero(keep)[0]
+    same = rows[idx[1:]] == rows[idx[:-1]]
+    a, b = idx[:-1][same], idx[1:][same]
+    return v[a], v[b], rows[a]
+
+
+cdef class RoadMap:
+    """A built map loaded for simulation, shared by every world on it.
+
+    Holds the lane centerlines, road edges, sidewalks and crosswalks as spatial grids (exact
+    nearest-segment queries), the lane graph, and the observation cache: road geometry cut into
+    segments of at most ``obs_segment_length`` metres and, per grid cell, the candidate segments
+    within ``obs_radius`` of the cell (lane centerlines and road edges before painted lines, then
+    nearest first), so gathering an agent's road observation is a bounded copy.
+
+    ``map_data``: a built :class:`terrazero_env.maps.MapData` (arrays may be memory-mapped).
+    """
+
+    cdef MapC c
+    cdef readonly object map_data
+    cdef readonly SegmentGrid lanes, road_edges, sidewalks, crosswalks
+    cdef readonly double obs_radius, obs_segment_length
+    cdef object _keep  # arrays the MapC points into
+
+    def __init__(self, map_data, double cell_size=10.0, double obs_radius=50.0, double obs_segment_length=10.0,
+                 double obs_cell_size=10.0, int obs_max_candidates=800):
+        if not (obs_radius > 0 and obs_segment_length > 0 and obs_cell_size > 0):
+            raise ValueError("obs_radius, obs_segment_length and obs_cell_size must be positive")
+        cdef MapC* c = &self.c
+        m = map_data
+        self.map_data = m
+        self.obs_radius = obs_radius
+        self.obs_segment_length = obs_segment_length
+        cl = m.lanes.centerline
+        self.lanes = SegmentGrid(cl.values, cl.offsets, cell_size)
+        self.road_edges = SegmentGrid(m.road_edges.values, m.road_edges.offsets, cell_size)
+        self.sidewalks = SegmentGrid(m.sidewalks.values, m.sidewalks.offsets, cell_size, closed=True)
+        self.crosswalks = SegmentGrid(m.crosswalks.values, m.crosswalks.offsets, cell_size, closed=True)
+        keep = {}
+        pts = np.ascontiguousarray(cl.values, np.float64)
+        off = np.ascontiguousarray(cl.offsets, np.int64)
+        lengths = np.diff(off)
+        step = np.r_[0.0, np.linalg.norm(np.diff(pts[:, :2], axis=0), axis=1)]
+        step[off[:-1]] = 0.0
+        cum = np.cumsum(step)
+        keep["lane_pts"], keep["lane_off"] = pts, off
+        keep["lane_s0"] = np.ascontiguousarray(cum - np.repeat(cum[off[:-1]], lengths))
+        keep["succ_off"] = np.ascontiguousarray(m.lanes.successors.offsets, np.int64)
+        keep["succ"] = np.ascontiguousarray(m.lanes.successors.values, np.int32)
+        keep["lane_width"] = np.ascontiguousarray(m.lanes.width, np.float32)
+        keep["lane_speed"] = np.ascontiguousarray(m.lanes.speed_limit, np.float32)
+        keep["lane_inter"] = np.ascontiguousarray(m.lanes.intersection, np.int32)
+        signalized = np.unique(m.stop_lines.intersection[m.signals.stop_line]) if len(m.signals) else np.zeros(0, np.int32)
+        lane_sig = np.isin(m.lanes.intersection, signalized[signalized >= 0]).astype(np.uint8)
+        keep["lane_signalized"] = np.ascontiguousarray(lane_sig)
+        spawn = np.nonzero((lane_sig == 0) & (m.lanes.lane_type != 1))[0].astype(np.int32)  # no bike lanes
+        keep["spawn"] = np.ascontiguousarray(spawn)
+        keep["walk_pts"] = np.ascontiguousarray(m.sidewalks.values, np.float64).reshape(-1, 3)
+        keep["walk_off"] = np.ascontiguousarray(m.sidewalks.offsets, np.int64)
+        keep["cross_pts"] = np.ascontiguousarray(m.crosswalks.values, np.float64).reshape(-1, 3)
+        keep["cross_off"] = np.ascontiguousarray(m.crosswalks.offsets, np.int64)
+        keep["walk_bbox"] = _ring_bboxes(m.sidewalks)
+        keep["cross_bbox"] = _ring_bboxes(m.crosswalks)
+        if m.tracks is not None and len(m.tracks):
+            keep["track_state"] = np.ascontiguousarray(m.tracks.state, np.float64)
+            keep["track_valid"] = np.ascontiguousarray(m.tracks.valid, np.uint8)
+            keep["track_type"] = np.ascontiguousarray(m.tracks.agent_type, np.uint8)
+            keep["track_size"] = np.ascontiguousarray(m.tracks.size, np.float32)
+            c.n_tracks, c.track_steps = m.tracks.state.shape[0], m.tracks.state.shape[1]
+            c.track_state = _ptr_f64(keep["track_state"])
+            c.track_valid = _ptr_u8(keep["track_valid"])
+            c.track_type = _ptr_u8(keep["track_type"])
+            c.track_size = _ptr_f32(keep["track_size"])
+        else:
+            c.n_tracks = c.track_steps = 0
+        self._build_obs_cache(m, keep, obs_radius, obs_segment_length, obs_cell_size, obs_max_candidates)
+        self._keep = keep
+        c.handedness = int(m.handedness)
+        c.walk_bbox = _ptr_f64(keep["walk_bbox"])
+        c.cross_bbox = _ptr_f64(keep["cross_bbox"])
+
+        c.n_lanes = len(m.lanes)
+        c.lane_pts = _ptr_f64(keep["lane_pts"])
+        c.lane_off = _ptr_i64(keep["lane_off"])
+        c.lane_s0 = _ptr_f64(keep["lane_s0"])
+        c.succ_off = _ptr_i64(keep["succ_off"])
+        c.succ = _ptr_i32(keep["succ"])
+        c.lane_width = _ptr_f32(keep["lane_width"])
+        c.lane_speed = _ptr_f32(keep["lane_speed"])
+        c.lane_inter = _ptr_i32(keep["lane_inter"])
+        c.lane_signalized = _ptr_u8(keep["lane_signalized"])
+        c.lanes = self.lanes.c
+        c.edges = self.road_edges.c
+        c.walks = self.sidewalks.c
+        c.crosswalks = self.crosswalks.c
+        c.walk_pts = _ptr_f64(keep["walk_pts"])
+        c.walk_off = _ptr_i64(keep["walk_off"])
+        c.n_walks = len(m.sidewalks)
+        c.cross_pts = _ptr_f64(keep["cross_pts"])
+        c.cross_off = _ptr_i64(keep["cross_off"])
+        c.n_cross = len(m.crosswalks)
+        c.spawn_lanes = _ptr_i32(keep["spawn"])
+        c.n_spawn_lanes = spawn.shape[0]
+        xmin, ymin, xmax, ymax = m.bounds()
+        c.xmin, c.ymin, c.xmax, c.ymax = xmin, ymin, xmax, ymax
+        c.cx, c.cy = 0.5 * (xmin + xmax), 0.5 * (ymin + ymax)
+
+    cdef _build_obs_cache(self, m, keep, double radius, double seg_len, double cell, int max_cand):
+        parts = []
+        for values, offsets, road_type, widths in (
+                (m.lanes.centerline.values, m.lanes.centerline.offsets, 0, m.lanes.width),
+                (m.road_edges.values, m.road_edges.offsets, 2, None),
+                (m.road_lines.geometry.values, m.road_lines.geometry.offsets, 1, None)):
+            a, b, row = _cut_polylines(values, offsets, seg_len)
+            d = b - a
+            length = np.linalg.norm(d[:, :2], axis=1)
+            ok = length > 1e-6
+            a, b, row, d, length = a[ok], b[ok], row[ok], d[ok], length[ok]
+            w = np.asarray(widths, np.float64)[row] if widths is not None else np.zeros(row.shape[0])
+            mid = 0.5 * (a + b)
+            parts.append(np.column_stack([mid, length, w, d[:, 0] / length, d[:, 1] / length,
+                                          np.full(row.shape[0], road_type, np.float64)]))
+        seg = np.ascontiguousarray(np.concatenate(parts).astype(np.float32)).reshape(-1, 8)
+        keep["obs_seg"] = seg
+        xmin, ymin, xmax, ymax = m.bounds()
+        x0, y0 = xmin - radius, ymin - radius
+        nx = int((xmax + radius - x0) // cell) + 1
+        ny = int((ymax + radius - y0) // cell) + 1
+        # Candidates of a cell: segments whose midpoint lies within radius + half the cell diagonal
+        # of its centre (a superset of what any agent in the cell can see), essential geometry
+        # (lanes, edges) first, then by distance to the centre.
+        reach = radius + 0.5 * cell * np.sqrt(2.0) + 0.5 * seg_len
+        centres_x = x0 + (np.arange(nx) + 0.5) * cell
+        centres_y = y0 + (np.arange(ny) + 0.5) * cell
+        mid = seg[:, :2].astype(np.float64)
+        essential = seg[:, 7] != 1
+        counts = np.zeros(nx * ny, np.int64)
+        items = []
+        for iy in range(ny):
+            d2 = (mid[None, :, 0] - centres_x[:, None]) ** 2 + (mid[None, :, 1] - centres_y[iy]) ** 2
+            for ix in range(nx):
+                near = np.nonzero(d2[ix] <= reach * reach)[0]
+                if near.size:
+                    order = np.lexsort((d2[ix, near], ~essential[near]))[:max_cand]
+                    near = near[order]
+                counts[iy * nx + ix] = near.size
+                items.append(near.astype(np.int32))
+        keep["obs_start"] = np.ascontiguousarray(np.r_[0, np.cumsum(counts)].astype(np.int64))
+        keep["obs_items"] = np.ascontiguousarray(np.concatenate(items) if items else np.zeros(0, np.int32))
+        cdef ObsSegC* o = &self.c.obs
+        o.n = seg.shape[0]
+        o.seg = _ptr_f32(seg)
+        o.x0, o.y0, o.cell_size = x0, y0, cell
+        o.nx, o.ny = nx, ny
+        o.cell_start = _ptr_i64(keep["obs_start"])
+        o.cell_items = _ptr_i32(keep["obs_items"])
+
+    @classmethod
+    def load(cls, path, **kwargs):
+        """Memory-map a ``.tzb`` file and index it."""
+        from terrazero_env.maps.terrabin import load
+        return cls(load(path), **kwargs)
+
+    def project_to_lanes(self, points, double max_dist=50.0, double z_gate=DEFAULT_Z_GATE):
+        """Nearest lane of each point (see :meth:`SegmentGrid.query`; ``row`` is the lane id)."""
+        return self.lanes.query(points, max_dist, z_gate)
+
+    @property
+    def num_lanes(self):
+        return self.c.n_lanes
+
+    @property
+    def num_obs_segments(self):
+        return self.c.obs.n
+
+    def nbytes(self):
+        """Bytes of the arrays this index owns (shared by every world on the map)."""
+        own = sum(a.nbytes for a in self._keep.values() if isinstance(a, np.ndarray))
+        for g in (self.lanes, self.road_edges, self.sidewalks, self.crosswalks):
+            own += sum(a.nbytes for a in (g._seg, g._row, g._s0, g._start, g._items))
+        return own
+
+    def obs_candidates(self, double x, double y):
+        """Candidate observation segments of the cell containing (x, y): float32 ``[n, 8]`` rows of
+        (mid x, mid y, mid z, length, width, cos, sin, road type)."""
+        cdef ObsSegC* o = &self.c.obs
+        ix = min(max(int((x - o.x0) // o.cell_size), 0), o.nx - 1)
+        iy = min(max(int((y - o.y0) // o.cell_size), 0), o.ny - 1)
+        c = iy * o.nx + ix
+        idx = self._keep["obs_items"][self._keep["obs_start"][c]:self._keep["obs_start"][c + 1]]
+        return self._keep["obs_seg"][idx]

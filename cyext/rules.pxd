@@ -1,0 +1,170 @@
+# cython: language_level=3
+"""Rule checks at the simulation layer (TerraZero section 3.3): footprint against road edges and
+sidewalks (off-road), lane state (heading residual, signed lateral offset), containment in
+crosswalks and sidewalks, and the per-world agent grid used for collision candidates."""
+
+from libc.math cimport floor, fabs, sqrt, atan2, cos, sin
+from common cimport Agent, MapC, SegGridC
+from geometry cimport (box_corners, segments_intersect, obb_overlap, point_in_polygon, wrap_angle,
+                       point_segment_dist2)
+from seggrid cimport seggrid_nearest
+
+# Agent grid: a hashed uniform grid per world (no per-map allocation); the cell side is chosen by
+# the engine to exceed the largest possible sum of two agents' half-diagonals.
+cdef enum:
+    AGENT_BUCKETS = 256
+
+
+cdef inline bint _point_in_quad(double px, double py, const double* xs, const double* ys) noexcept nogil:
+    """P inside a convex counter-clockwise quad (boundary included)."""
+    cdef int i, j
+    for i in range(4):
+        j = (i + 1) & 3
+        if (xs[j] - xs[i]) * (py - ys[i]) - (ys[j] - ys[i]) * (px - xs[i]) < 0:
+            return False
+    return True
+
+
+cdef inline bint box_touches_segments(const SegGridC* g, const double* xs, const double* ys, double z,
+                                      double z_gate) noexcept nogil:
+    """Whether any segment of ``g`` (within ``z_gate`` in z) crosses or lies inside the box with
+    corners (xs, ys)."""
+    if g.n_segments == 0:
+        return False
+    cdef double bx0 = min(min(xs[0], xs[1]), min(xs[2], xs[3])), bx1 = max(max(xs[0], xs[1]), max(xs[2], xs[3]))
+    cdef double by0 = min(min(ys[0], ys[1]), min(ys[2], ys[3])), by1 = max(max(ys[0], ys[1]), max(ys[2], ys[3]))
+    cdef Py_ssize_t ix0 = <Py_ssize_t>floor((bx0 - g.x0) / g.cell_size), ix1 = <Py_ssize_t>floor((bx1 - g.x0) / g.cell_size)
+    cdef Py_ssize_t iy0 = <Py_ssize_t>floor((by0 - g.y0) / g.cell_size), iy1 = <Py_ssize_t>floor((by1 - g.y0) / g.cell_size)
+    cdef Py_ssize_t cx, cy, k, s
+    cdef int e
+    cdef const double* q
+    if ix1 < 0 or iy1 < 0 or ix0 >= g.nx or iy0 >= g.ny:
+        return False
+    ix0 = max(ix0, 0)
+    iy0 = max(iy0, 0)
+    ix1 = min(ix1, g.nx - 1)
+    iy1 = min(iy1, g.ny - 1)
+    for cy in range(iy0, iy1 + 1):
+        for cx in range(ix0, ix1 + 1):
+            for k in range(g.cell_start[cy * g.nx + cx], g.cell_start[cy * g.nx + cx + 1]):
+                s = g.cell_items[k]
+                q = g.seg + 6 * s
+                if z_gate >= 0 and fabs(0.5 * (q[2] + q[5]) - z) > z_gate:
+                    continue
+                if max(q[0], q[3]) < bx0 or min(q[0], q[3]) > bx1 or max(q[1], q[4]) < by0 or min(q[1], q[4]) > by1:
+                    continue
+                if _point_in_quad(q[0], q[1], xs, ys) or _point_in_quad(q[3], q[4], xs, ys):
+                    return True
+                for e in range(4):
+                    if segments_intersect(q[0], q[1], q[3], q[4], xs[e], ys[e], xs[(e + 1) & 3], ys[(e + 1) & 3]):
+                        return True
+    return False
+
+
+cdef inline bint point_in_rings(double px, double py, const double* pts, const long long* off,
+                                const double* bbox, Py_ssize_t n) noexcept nogil:
+    """Whether P lies inside any ring of a CSR polygon set (bounding boxes prefilter)."""
+    cdef Py_ssize_t r, i, j
+    cdef bint inside
+    cdef double xi, yi, xj, yj
+    for r in range(n):
+        if px < bbox[4 * r] or py < bbox[4 * r + 1] or px > bbox[4 * r + 2] or py > bbox[4 * r + 3]:
+            continue
+        inside = False
+        j = off[r + 1] - 1
+        for i in range(off[r], off[r + 1]):
+            xi = pts[3 * i]
+            yi = pts[3 * i + 1]
+            xj = pts[3 * j]
+            yj = pts[3 * j + 1]
+            if (yi > py) != (yj > py):
+                if px < (xj - xi) * (py - yi) / (yj - yi) + xi:
+                    inside = not inside
+            j = i
+        if inside:
+            return True
+    return False
+
+
+cdef inline bint offroad(const MapC* m, Agent* a, double z_gate) noexcept nogil:
+    """The footprint crosses a road edge or touches a sidewalk (geometry beyond ``z_gate`` in z is
+    ignored, so overpasses do not count)."""
+    cdef double xs[4]
+    cdef double ys[4]
+    box_corners(a.x, a.y, a.heading, a.length, a.width, xs, ys)
+    if box_touches_segments(&m.edges, xs, ys, a.z, z_gate):
+        return True
+    if box_touches_segments(&m.walks, xs, ys, a.z, z_gate):
+        return True
+    return point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks)
+
+
+cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_gate) noexcept nogil:
+    """Current lane: the nearest centerline segment within ``max_dist``; heading residual
+    (agent heading minus lane direction, wrapped) and signed lateral offset (+ left)."""
+    cdef double d2, t, dx, dy, L
+    cdef Py_ssize_t s = seggrid_nearest(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, &d2, &t)
+    cdef const double* q
+    if s < 0:
+        a.lane = -1
+        a.lane_heading_res = 0.0
+        a.lane_lat = 0.0
+        return
+    q = m.lanes.seg + 6 * s
+    dx = q[3] - q[0]
+    dy = q[4] - q[1]
+    L = sqrt(dx * dx + dy * dy)
+    a.lane = m.lanes.seg_row[s]
+    a.lane_heading_res = wrap_angle(a.heading - atan2(dy, dx))
+    a.lane_lat = (dx * (a.y - q[1]) - dy * (a.x - q[0])) / L if L > 0 else 0.0
+    a.lane_width = m.lane_width[a.lane]
+    a.lane_speed = m.lane_speed[a.lane]
+
+
+cdef inline Py_ssize_t agent_bucket(double x, double y, double cell) noexcept nogil:
+    cdef long long cx = <long long>floor(x / cell), cy = <long long>floor(y / cell)
+    return <Py_ssize_t>(((cx * 73856093) ^ (cy * 19349663)) & (AGENT_BUCKETS - 1))
+
+
+cdef inline void grid_build(Agent* agents, Py_ssize_t n, int* head, int* nxt, double cell) noexcept nogil:
+    """Insert every live agent into its bucket (singly linked lists through ``nxt``)."""
+    cdef Py_ssize_t i, b
+    for b in range(AGENT_BUCKETS):
+        head[b] = -1
+    for i in range(n):
+        if agents[i].alive:
+            b = agent_bucket(agents[i].x, agents[i].y, cell)
+            nxt[i] = head[b]
+            head[b] = <int>i
+
+
+cdef inline bint collides(Agent* agents, Py_ssize_t i, const int* head, const int* nxt, double cell,
+                          double z_gate, double clearance) noexcept nogil:
+    """Whether agent i's box (grown by ``clearance`` metres) overlaps another live agent's box.
+
+    Candidates come from the 3 x 3 cells around i (cells are larger than any two half-diagonals),
+    prefiltered by squared centre distance before the separating-axis test. Buckets are hashed, so a
+    candidate is accepted only if it really lies in the visited cell."""
+    cdef Agent* a = &agents[i]
+    cdef Agent* b
+    cdef long long cx0 = <long long>floor(a.x / cell), cy0 = <long long>floor(a.y / cell)
+    cdef long long cx, cy
+    cdef Py_ssize_t bucket
+    cdef int j
+    cdef double ra = 0.5 * sqrt(a.length * a.length + a.width * a.width) + clearance, rb, dx, dy
+    for cy in range(cy0 - 1, cy0 + 2):
+        for cx in range(cx0 - 1, cx0 + 2):
+            bucket = <Py_ssize_t>(((cx * 73856093) ^ (cy * 19349663)) & (AGENT_BUCKETS - 1))
+            j = head[bucket]
+            while j >= 0:
+                b = &agents[j]
+                if j != i and <long long>floor(b.x / cell) == cx and <long long>floor(b.y / cell) == cy:
+                    dx = b.x - a.x
+                    dy = b.y - a.y
+                    rb = 0.5 * sqrt(b.length * b.length + b.width * b.width)
+                    if dx * dx + dy * dy <= (ra + rb) * (ra + rb) and fabs(b.z - a.z) <= z_gate:
+                        if obb_overlap(a.x, a.y, a.heading, a.length + 2 * clearance, a.width + 2 * clearance,
+                                       b.x, b.y, b.heading, b.length, b.width):
+                            return True
+                j = nxt[j]
+    return False
