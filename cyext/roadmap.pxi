@@ -390,3 +390,27 @@ cdef class RoadMap:
         c = iy * o.nx + ix
         idx = self._keep["obs_items"][self._keep["obs_start"][c]:self._keep["obs_start"][c + 1]]
         return self._keep["obs_seg"][idx]
+
+
+def footprint_offroad(RoadMap road, boxes, z=None, double z_gate=DEFAULT_Z_GATE):
+    """The engine's off-road test for a batch of footprints: float64 ``[N, 5]`` rows of
+    (cx, cy, heading, length, width) at heights ``z`` (default 0). Returns bool ``[N]``: the box
+    crosses a road edge or touches a sidewalk."""
+    b = np.ascontiguousarray(boxes, np.float64)
+    if b.ndim != 2 or b.shape[1] != 5:
+        raise ValueError(f"boxes must be float64 [N, 5], got shape {b.shape}")
+    zz = np.zeros(b.shape[0])
+    if z is not None:
+        zz[:] = z
+    cdef const double[:, ::1] bv = b
+    cdef const double[::1] zv = zz
+    out = np.zeros(b.shape[0], np.bool_)
+    cdef unsigned char[::1] o = out.view(np.uint8)
+    cdef Agent a
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(bv.shape[0]):
+            memset(&a, 0, sizeof(Agent))
+            a.x, a.y, a.heading, a.length, a.width, a.z = bv[i, 0], bv[i, 1], bv[i, 2], bv[i, 3], bv[i, 4], zv[i]
+            o[i] = offroad(&road.c, &a, z_gate)
+    return out

@@ -133,3 +133,21 @@ def tiny_junction(with_intersections: bool = True, tie_stop_lines: bool = True, 
 @pytest.fixture
 def tiny() -> MapData:
     return tiny_junction()
+
+
+def straight_road(length: float = 200.0) -> MapData:
+    """Two opposing lanes along x (right-hand traffic) closed into a loop by U-turns at both ends,
+    with straight road edges at y = +-3.5 m. Lane 0 runs east at y = -1.75, lane 1 west at y = +1.75."""
+    east = _line([0, -OFF], [length, -OFF], 5.0)
+    west = _line([length, OFF], [0, OFF], 5.0)
+    ang = np.linspace(-np.pi / 2, np.pi / 2, 9)
+    turn_east = np.stack([length + OFF * np.cos(ang), OFF * np.sin(ang)], axis=1)  # (L,-1.75) -> (L, 1.75)
+    turn_west = np.stack([-OFF * np.cos(ang), -OFF * np.sin(ang)], axis=1)  # (0, 1.75) -> (0, -1.75)
+    turn_east[0], turn_east[-1] = east[-1], west[0]
+    turn_west[0], turn_west[-1] = west[-1], east[0]
+    lanes = Lanes.create([east, west, turn_east, turn_west], width=3.5, successors=[[2], [3], [1], [0]])
+    edges = [np.array([[-20.0, -3.5], [length + 20.0, -3.5]]), np.array([[-20.0, 3.5], [length + 20.0, 3.5]])]
+    from terrazero_env.maps import Polylines
+
+    return MapData(lanes=lanes, road_edges=Polylines(edges), intersections=Intersections.create([]),
+                   handedness=Handedness.RIGHT, name="straight_road")

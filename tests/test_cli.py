@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -74,8 +75,7 @@ def test_unknown_source_and_missing_map(tmp_path, capsys):
 
 
 def test_console_script_is_installed():
-    exe = shutil.which("terrazero")
-    if exe is None:
-        pytest.skip("package not installed with its console script")
-    r = subprocess.run([exe, "maps", "list"], capture_output=True, text=True, timeout=60)
+    exe = Path(sys.executable).with_name("terrazero")  # installed beside the interpreter
+    assert exe.is_file(), f"console script missing: {exe}"
+    r = subprocess.run([str(exe), "maps", "list"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and set(r.stdout.split()) == set(bundled_maps())
