@@ -540,3 +540,22 @@ def test_invalid_config_values_are_named(make, message):
 def test_memory_per_world_is_under_a_megabyte(town):
     e = _engine.Engine(EngineConfig(num_worlds=4, slots_per_world=32, max_agents_per_world=64), maps=town)
     assert e.buffer_nbytes() < 1_000_000
+
+
+def test_rollout_renders_agents_on_the_map(town, tmp_path):
+    from matplotlib.image import imread
+
+    from terrazero_env.render import render_world
+
+    e = _engine.Engine(EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=16,
+                                    init=InitConfig(num_agents=(12, 16))), maps=town)
+    e.reset(seeds=[1])
+    trails = []
+    for _ in range(3):
+        trails.append(e.agent_states(0))
+        e.step(np.zeros(8, np.int32))
+    render_world(e, 0, tmp_path / "a.png", trails=trails, zoom=40, dpi=60)
+    img = imread(tmp_path / "a.png")
+    # Controlled cars are drawn in the car colour (blue): some pixels must be strongly blue.
+    blue = (img[..., 2] > 0.7) & (img[..., 0] < 0.35) & (img[..., 1] < 0.6)
+    assert blue.sum() > 20

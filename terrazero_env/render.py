@@ -1,0 +1,83 @@
+"""Pictures of simulated worlds: the map, every agent's box, goals and recent trajectories.
+
+    from terrazero_env.render import render_world
+    render_world(engine, world=0, path="frame.png", trails=[states_t0, states_t1, ...])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.figure import Figure
+
+from .maps.render import render_map
+
+__all__ = ["draw_agents", "render_world"]
+
+#: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
+_CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
+                           [0.95, 0.55, 0.10, 1.0], [0.85, 0.25, 0.55, 1.0]])
+_BACKGROUND_AGENT = np.array([0.55, 0.55, 0.55, 1.0])
+
+
+def _boxes(s: dict[str, np.ndarray]) -> np.ndarray:
+    """Corners [n, 4, 2] of each agent's box (front-right, front-left, rear-left, rear-right)."""
+    c, si = np.cos(s["heading"])[:, None], np.sin(s["heading"])[:, None]
+    hl, hw = (s["length"] / 2)[:, None], (s["width"] / 2)[:, None]
+    lx = hl * np.array([1, 1, -1, -1])
+    ly = hw * np.array([-1, 1, 1, -1])
+    return np.stack([s["x"][:, None] + lx * c - ly * si, s["y"][:, None] + lx * si + ly * c], axis=-1)
+
+
+def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[str, np.ndarray]] = ()) -> None:
+    """Draw agents (``Engine.agent_states`` output) on a matplotlib axis: controlled agents in their
+    class colour, background agents grey, collided or off-road ones outlined red, goals as crosses
+    joined to their agent, and optional past states as thin trails."""
+    alive = states["alive"].astype(bool)
+    s = {k: v[alive] for k, v in states.items()}
+    if len(s["x"]) == 0:
+        return
+    if trails:
+        n = len(states["x"])
+        xy = np.stack([np.stack([t["x"][:n], t["y"][:n]], -1) for t in trails], axis=1)[alive]
+        ax.add_collection(LineCollection(list(xy), colors=(0.1, 0.1, 0.1, 0.5), linewidths=0.6, zorder=6))
+    controlled = s["role"] == 0
+    colours = np.where(controlled[:, None], _CLASS_COLOURS[s["cls"].astype(int)], _BACKGROUND_AGENT)
+    bad = (s["collided"] > 0) | (s["offroad"] > 0)
+    edges = np.where(bad[:, None], [[0.9, 0.05, 0.05, 1.0]], [[0.05, 0.05, 0.05, 1.0]])
+    ax.add_collection(PolyCollection(list(_boxes(s)), facecolors=colours, edgecolors=edges,
+                                     linewidths=np.where(bad, 1.6, 0.5), zorder=8))
+    nose = np.stack([s["x"] + 0.5 * s["length"] * np.cos(s["heading"]), s["y"] + 0.5 * s["length"] * np.sin(s["heading"])], -1)
+    ax.scatter(nose[:, 0], nose[:, 1], s=3, c="white", zorder=9)
+    g = controlled & (s["goal_hidden"] == 0)
+    if g.any():
+        ax.scatter(s["goal_x"][g], s["goal_y"][g], marker="x", s=18, c=colours[g], zorder=9)
+        seg = np.stack([np.stack([s["x"][g], s["y"][g]], -1), np.stack([s["goal_x"][g], s["goal_y"][g]], -1)], 1)
+        ax.add_collection(LineCollection(list(seg), colors=colours[g], linewidths=0.4, linestyles="dotted", zorder=7))
+
+
+def render_world(engine: Any, world: int = 0, path: str | Path | None = None, *,
+                 trails: Sequence[dict[str, np.ndarray]] = (), zoom: float | None = None, dpi: int = 150,
+                 title: str | None = None) -> Figure:
+    """Render one world of an ``Engine`` (map plus agents); ``zoom``: half-width in metres of a window
+    centred on the first live controlled agent (default: the whole map)."""
+    rm = engine.road_maps[int(engine.world_map[world])]
+    states = engine.agent_states(world)
+    t = int(engine.world_steps[world])
+    fig = render_map(rm.map_data, None, dpi=dpi,
+                     title=title or f"{rm.map_data.name}: world {world}, step {t}, "
+                                    f"{int(states['alive'].sum())} agents")
+    ax = fig.axes[0]
+    draw_agents(ax, states, trails)
+    if zoom is not None and states["x"].size:
+        live = np.nonzero((states["role"] == 0) & (states["alive"] > 0))[0]
+        i = int(live[0]) if live.size else 0
+        cx, cy = float(states["x"][i]), float(states["y"][i])
+        ax.set_xlim(cx - zoom, cx + zoom)
+        ax.set_ylim(cy - zoom, cy + zoom)
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+    return fig
