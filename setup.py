@@ -27,7 +27,8 @@ extensions = [
         ["cyext/_engine.pyx"],
         include_dirs=[np.get_include(), "cyext"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"] if not DEBUG else ["-O0", "-g"],
+        extra_compile_args=(["-O3"] if not DEBUG else ["-O0", "-g"]) + ["-fopenmp"],
+        extra_link_args=["-fopenmp"],
     )
 ]
 

@@ -17,6 +17,7 @@ from libc.math cimport atan2, sqrt, floor, fabs, cos, sin, INFINITY
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, memcpy
 from libc.stdint cimport uint16_t
+from cython.parallel cimport prange
 
 from common cimport *
 from geometry cimport (point_segment_dist2, obb_overlap, segments_intersect, point_in_polygon,

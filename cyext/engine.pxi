@@ -24,12 +24,13 @@ cdef class Engine:
 
     ``maps``: a MapData, a ``.tzb`` path or a bundled map name, or a list of them; worlds are
     assigned to maps round-robin (``world_map``). Worlds on one map share one :class:`RoadMap`.
+    ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only).
     """
 
     cdef readonly object config, obs_layout, road_maps, world_map
     cdef readonly object observations, actions, rewards, terminated, truncated, valid, agent_type, counters
     cdef readonly object slot_agent
-    cdef readonly int num_worlds, slots_per_world, max_agents
+    cdef readonly int num_worlds, slots_per_world, max_agents, num_threads
     cdef object _buffers, _slot_nact, _tables
     cdef Agent* agents
     cdef Rng* rngs
@@ -78,12 +79,15 @@ cdef class Engine:
         self.wmap = NULL
         self._buffers = None
 
-    def __init__(self, config=None, maps="grid_town", world_map=None):
+    def __init__(self, config=None, maps="grid_town", world_map=None, int num_threads=1):
         from terrazero_env.config import EngineConfig, REWARD_PARAMS
         if config is None:
             config = EngineConfig()
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.num_threads = num_threads
         self.config = config
         W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
@@ -311,8 +315,15 @@ cdef class Engine:
         if actions is not None:
             self.actions[:] = a
         cdef Py_ssize_t w
-        with nogil:
-            for w in range(self.num_worlds):
+        cdef int nt = self.num_threads
+        if nt == 1:
+            with nogil:
+                for w in range(self.num_worlds):
+                    self._step_world(w)
+        else:
+            # Worlds are independent (own agents, generator and scratch), so any thread may step any
+            # world and the result does not depend on the thread count.
+            for w in prange(self.num_worlds, nogil=True, num_threads=nt, schedule="static"):
                 self._step_world(w)
 
     @property

@@ -67,6 +67,22 @@ cdef inline void obs_put(ObsOut* o, Py_ssize_t i, double v) noexcept nogil:
         o.f[i] = <float>v
 
 
+cdef inline void obs_put_n(ObsOut* o, Py_ssize_t i, const double* v, int n) noexcept nogil:
+    """Write ``n`` consecutive values (one entity) with a single storage and noise dispatch."""
+    cdef int k
+    cdef float* f
+    if o.noise_std > 0:
+        for k in range(n):
+            obs_put(o, i + k, v[k])
+    elif o.h != NULL:
+        for k in range(n):
+            o.h[i + k] = float_to_half(<float>v[k])
+    else:
+        f = o.f + i
+        for k in range(n):
+            f[k] = <float>v[k]
+
+
 cdef inline void obs_zero(ObsOut* o, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
     cdef Py_ssize_t i
     if o.h != NULL:
@@ -167,6 +183,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
     cdef double dx, dy, d2, tmp
     cdef int ti, count = 0
     cdef Py_ssize_t base
+    cdef double v[8]
     for j in range(n):
         p = &agents[j]
         if j == self_i or not p.alive:
@@ -197,17 +214,19 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
         dx = p.x - a.x
         dy = p.y - a.y
         base = row + L.start + count * L.width
-        obs_put(o, base + 0, (dx * a.cos_h + dy * a.sin_h) * 0.02)
-        obs_put(o, base + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.02)
-        obs_put(o, base + 2, p.width / 15.0)
-        obs_put(o, base + 3, p.length / 30.0)
-        obs_put(o, base + 4, p.cos_h * a.cos_h + p.sin_h * a.sin_h)
-        obs_put(o, base + 5, p.sin_h * a.cos_h - p.cos_h * a.sin_h)
-        obs_put(o, base + 6, sqrt(p.speed * p.speed + p.v_lat * p.v_lat) / 100.0)
-        obs_put(o, base + 7, type_code(p.cls))
+        v[0] = (dx * a.cos_h + dy * a.sin_h) * 0.02
+        v[1] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        v[2] = p.width / 15.0
+        v[3] = p.length / 30.0
+        v[4] = p.cos_h * a.cos_h + p.sin_h * a.sin_h
+        v[5] = p.sin_h * a.cos_h - p.cos_h * a.sin_h
+        v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) / 100.0
+        v[7] = type_code(p.cls)
+        obs_put_n(o, base, v, 8)
         if L.accel >= 0:
-            obs_put(o, base + L.accel, p.a_long / 5.0)
-            obs_put(o, base + L.accel + 1, p.a_lat / 4.0)
+            v[0] = p.a_long / 5.0
+            v[1] = p.a_lat / 4.0
+            obs_put_n(o, base + L.accel, v, 2)
         count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
@@ -220,31 +239,33 @@ cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, con
     road edges first, then nearest first), kept within the radius and z gate (table 11)."""
     cdef Py_ssize_t ix, iy, c, k, base
     cdef const float* s
-    cdef double dx, dy
-    cdef int count = 0
+    cdef double dx, dy, r2 = L.radius2, zg = L.z_gate, ax = a.x, ay = a.y, az = a.z
+    cdef double v[7]
+    cdef int count = 0, max_n = L.max_n
     if g.n > 0:
         ix = <Py_ssize_t>((a.x - g.x0) / g.cell_size)
         iy = <Py_ssize_t>((a.y - g.y0) / g.cell_size)
         if 0 <= ix < g.nx and 0 <= iy < g.ny and a.x >= g.x0 and a.y >= g.y0:
             c = iy * g.nx + ix
             for k in range(g.cell_start[c], g.cell_start[c + 1]):
-                if count >= L.max_n:
+                if count >= max_n:
                     break
                 s = g.seg + 8 * g.cell_items[k]
-                dx = s[0] - a.x
-                dy = s[1] - a.y
-                if dx * dx + dy * dy > L.radius2 or fabs(s[2] - a.z) > L.z_gate:
+                dx = s[0] - ax
+                dy = s[1] - ay
+                if dx * dx + dy * dy > r2 or fabs(s[2] - az) > zg:
                     continue
                 if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
                     continue
                 base = row + L.start + count * L.width
-                obs_put(o, base + 0, (dx * a.cos_h + dy * a.sin_h) * 0.02)
-                obs_put(o, base + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.02)
-                obs_put(o, base + 2, s[3] / 100.0)
-                obs_put(o, base + 3, s[4] / 100.0)
-                obs_put(o, base + 4, s[5] * a.cos_h + s[6] * a.sin_h)
-                obs_put(o, base + 5, s[6] * a.cos_h - s[5] * a.sin_h)
-                obs_put(o, base + 6, s[7])
+                v[0] = (dx * a.cos_h + dy * a.sin_h) * 0.02
+                v[1] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+                v[2] = s[3] / 100.0
+                v[3] = s[4] / 100.0
+                v[4] = s[5] * a.cos_h + s[6] * a.sin_h
+                v[5] = s[6] * a.cos_h - s[5] * a.sin_h
+                v[6] = s[7]
+                obs_put_n(o, base, v, 7)
                 count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)

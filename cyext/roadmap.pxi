@@ -223,7 +223,7 @@ cdef class RoadMap:
     cdef readonly double obs_radius, obs_segment_length
     cdef object _keep  # arrays the MapC points into
 
-    def __init__(self, map_data, double cell_size=10.0, double obs_radius=50.0, double obs_segment_length=10.0,
+    def __init__(self, map_data, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
                  double obs_cell_size=10.0, int obs_max_candidates=800):
         if not (obs_radius > 0 and obs_segment_length > 0 and obs_cell_size > 0):
             raise ValueError("obs_radius, obs_segment_length and obs_cell_size must be positive")

@@ -559,3 +559,11 @@ def test_rollout_renders_agents_on_the_map(town, tmp_path):
     # Controlled cars are drawn in the car colour (blue): some pixels must be strongly blue.
     blue = (img[..., 2] > 0.7) & (img[..., 0] < 0.35) & (img[..., 1] < 0.6)
     assert blue.sum() > 20
+
+
+def test_threads_do_not_change_the_rollout(town):
+    cfg = EngineConfig(num_worlds=4, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
+    one = _rollout(_engine.Engine(cfg, maps=town), [1, 2, 3, 4], steps=20)
+    two = _rollout(_engine.Engine(cfg, maps=town, num_threads=2), [1, 2, 3, 4], steps=20)
+    for (oa, ra, _, _), (ob, rb, _, _) in zip(one, two):
+        assert oa.tobytes() == ob.tobytes() and ra.tobytes() == rb.tobytes()
