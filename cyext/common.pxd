@@ -185,6 +185,6 @@ ctypedef struct Agent:
     double lane_heading_res, lane_lat, lane_width, lane_speed
     # flags
     int cls, dyn, role, slot, alive
-    int goal_hidden, collided, offroad, wrong_way, on_crosswalk, halted
+    int goal_hidden, collided, offroad, wrong_way, on_crosswalk, halted, goal_reached
     int log_index
     int n_comfort

@@ -22,8 +22,8 @@ cdef class Engine:
     after the last reset): its reward, flags and observation are meaningful. A slot whose agent
     terminated keeps its final observation and is invalid from the next step on.
 
-    ``maps``: a MapData, a ``.tzb`` path or a bundled map name, or a list of them; worlds are
-    assigned to maps round-robin (``world_map``). Worlds on one map share one :class:`RoadMap`.
+    ``maps``: a MapData, a ``.tzb`` path or a bundled map name, or a list of them (default: the
+    config's ``maps``); worlds are assigned to maps round-robin (``world_map``). Worlds on one map share one :class:`RoadMap`.
     ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only).
     """
 
@@ -31,7 +31,7 @@ cdef class Engine:
     cdef readonly object observations, actions, rewards, terminated, truncated, valid, agent_type, counters
     cdef readonly object slot_agent
     cdef readonly int num_worlds, slots_per_world, max_agents, num_threads
-    cdef object _buffers, _slot_nact, _tables
+    cdef object _buffers, _slot_nact, _tables, _agent_store
     cdef Agent* agents
     cdef Rng* rngs
     cdef MapC** wmap
@@ -79,7 +79,7 @@ cdef class Engine:
         self.wmap = NULL
         self._buffers = None
 
-    def __init__(self, config=None, maps="grid_town", world_map=None, int num_threads=1):
+    def __init__(self, config=None, maps=None, world_map=None, int num_threads=1):
         from terrazero_env.config import EngineConfig, REWARD_PARAMS
         if config is None:
             config = EngineConfig()
@@ -92,6 +92,8 @@ cdef class Engine:
         W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
         o = config.obs
+        if maps is None:
+            maps = list(config.maps)
         self.road_maps = [RoadMap(_as_map(src), obs_radius=o.road_radius, obs_segment_length=o.road_segment_length)
                           for src in (maps if isinstance(maps, (list, tuple)) else [maps])]
         if world_map is None:
@@ -105,10 +107,13 @@ cdef class Engine:
         self.obs_layout = ObsLayout(o, [REWARD_PARAMS[i] for i in alpha])
         self._set_obs_layout(o, alpha)
 
-        self.agents = <Agent*>calloc(W * A, sizeof(Agent))
+        # Agents live in a numpy-owned byte buffer so read-only structured views (``agents``) keep
+        # the memory alive on their own.
+        self._agent_store = np.zeros(W * A * sizeof(Agent), np.uint8)
+        self.agents = <Agent*>_ptr_mut(self._agent_store)
         self.rngs = <Rng*>calloc(W, sizeof(Rng))
         self.wmap = <MapC**>calloc(W, sizeof(MapC*))
-        if self.agents == NULL or self.rngs == NULL or self.wmap == NULL:
+        if self.rngs == NULL or self.wmap == NULL:
             raise MemoryError("cannot allocate the engine's world state")
         cdef RoadMap rm
         cdef Py_ssize_t w
@@ -162,7 +167,6 @@ cdef class Engine:
         self.prev_nr = <int*>_ptr_mut(b["prev_nr"])
 
     def __dealloc__(self):
-        free(self.agents)
         free(self.rngs)
         free(self.wmap)
 
@@ -364,6 +368,39 @@ cdef class Engine:
         for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way"):
             out[k] = out[k].astype(np.int64)
         return out
+
+    @property
+    def agents(self):
+        """Read-only structured view ``[W, max_agents]`` of every agent slot in every world (zero
+        copy; rows past ``n_agents[w]`` are unused). Fields (metres, radians, m/s): ``x y z heading
+        speed length width height goal_x goal_y`` (float64), ``cls`` (AgentType), ``role``
+        (0 policy, 1 static, 2 log replay), ``slot`` (controlled slot or -1), ``alive``, and this
+        step's flags ``collided offroad wrong_way goal_reached`` (int32)."""
+        cdef Agent probe
+        cdef size_t b = <size_t>&probe
+        fields = [("x", <size_t>&probe.x - b), ("y", <size_t>&probe.y - b), ("z", <size_t>&probe.z - b),
+                  ("heading", <size_t>&probe.heading - b), ("speed", <size_t>&probe.speed - b),
+                  ("length", <size_t>&probe.length - b), ("width", <size_t>&probe.width - b),
+                  ("height", <size_t>&probe.height - b), ("goal_x", <size_t>&probe.goal_x - b),
+                  ("goal_y", <size_t>&probe.goal_y - b)]
+        ints = [("cls", <size_t>&probe.cls - b), ("role", <size_t>&probe.role - b), ("slot", <size_t>&probe.slot - b),
+                ("alive", <size_t>&probe.alive - b), ("collided", <size_t>&probe.collided - b),
+                ("offroad", <size_t>&probe.offroad - b), ("wrong_way", <size_t>&probe.wrong_way - b),
+                ("goal_reached", <size_t>&probe.goal_reached - b)]
+        dt = np.dtype({"names": [n for n, _ in fields] + [n for n, _ in ints],
+                       "formats": ["<f8"] * len(fields) + ["<i4"] * len(ints),
+                       "offsets": [o for _, o in fields] + [o for _, o in ints],
+                       "itemsize": sizeof(Agent)})
+        view = self._agent_store.view(dt).reshape(self.num_worlds, self.max_agents)
+        view.flags.writeable = False
+        return view
+
+    @property
+    def n_agents_per_world(self):
+        """Agents placed in each world, int32 ``[W]`` (a read-only view)."""
+        v = self._buffers["n_agents"].view()
+        v.flags.writeable = False
+        return v
 
     def set_scene(self, int world, agents, int seed=0):
         """Replace world ``world``'s scene with the given agents (for tests and scripted scenarios).
@@ -742,6 +779,7 @@ cdef class Engine:
             ev.goal_progress = a.prev_goal_dist - d
             a.prev_goal_dist = d
             ev.goal = d < a.rw[RW_DELTA_GOAL] and speed < a.rw[RW_V_GOAL]
+            a.goal_reached = ev.goal
             self.rew[r] = <float>step_reward(a, &ev, cp, self.dt, m.handedness)
             self.cnt[r * N_COUNTERS + CNT_COLLISION] += ev.collided
             self.cnt[r * N_COUNTERS + CNT_OFFROAD] += ev.offroad

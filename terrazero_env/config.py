@@ -179,13 +179,14 @@ class ClassSpec:
 
 def default_classes() -> dict[AgentType, ClassSpec]:
     """Per-class defaults: dimension ranges (appendix D.1), comfort thresholds (appendix B), and the
-    discrete action grids (the paper omits their values; these are documented in the README)."""
+    discrete action grids (the paper omits their values; these are documented in the README). The
+    three vehicle classes share a 4 x 3 grid size, so a vehicles-only policy has one action space."""
     steer = (-0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5)
     return {
         AgentType.CAR: ClassSpec(DynamicsModel.BICYCLE_JERK, (3.8, 5.2), (1.7, 2.1), (1.4, 1.8),
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0)),
         AgentType.TRUCK: ClassSpec(DynamicsModel.BICYCLE_TIRE, (7.0, 12.0), (2.3, 2.6), (3.0, 4.0),
-                                   action_long=(-6.0, -3.0, 0.0, 1.5), action_lat=steer, max_accel=2.0,
+                                   action_long=(-6.0, -3.0, 0.0, 1.5), action_lat=(-0.3, 0.0, 0.3), max_accel=2.0,
                                    max_decel=6.0, max_steer=0.5, wheelbase_ratio=0.65),
         AgentType.BUS: ClassSpec(DynamicsModel.BICYCLE_JERK, (10.0, 13.0), (2.5, 2.6), (3.0, 3.4),
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0),
@@ -329,6 +330,8 @@ def _default_consequences() -> dict[str, Consequence]:
 class EngineConfig:
     """Everything the engine needs besides the map."""
 
+    maps: Tuple[str, ...] = ("grid_town",)
+    """Map sources (bundled names or ``.tzb``/``.json``/``.yaml`` paths); worlds take them round-robin."""
     num_worlds: int = 1
     slots_per_world: int = 32
     """K: policy-controlled slots per world."""
@@ -350,6 +353,8 @@ class EngineConfig:
     init: InitConfig = field(default_factory=InitConfig)
 
     def __post_init__(self) -> None:
+        if isinstance(self.maps, str) or len(self.maps) == 0:
+            raise ValueError(f"EngineConfig.maps: a non-empty list of map sources, got {self.maps!r}")
         for name in ("num_worlds", "slots_per_world", "max_agents_per_world", "episode_length"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):

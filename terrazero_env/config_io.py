@@ -1,0 +1,226 @@
+"""Configuration as plain data: YAML presets, dict round trips and dotted keyword overrides.
+
+A config file lists only what differs from the defaults (``EngineConfig()``, the paper's values)::
+
+    # assets/presets/quick.yaml
+    num_worlds: 2
+    slots_per_world: 4
+    init: {num_agents: [4, 8]}
+    rewards:
+      collision: {vehicle: [1.0, 1.0]}
+
+Enums are written by lower-case name, per-class tuples as ``{car: ..., truck: ..., ...}`` mappings,
+and each reward parameter as ``{vehicle: ..., pedestrian: ..., cyclist: ...}`` where a setting is a
+number (fixed), ``[min, max]`` (sampled per agent) or ``null`` (off).
+
+Overrides use dotted names: ``obs.dtype="float16"``, ``init.num_agents=[4, 8]``,
+``rewards.collision=[0, 3]`` (every column that is not null), ``rewards.collision.cyclist=null``,
+``classes.car.max_speed=25``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from enum import IntEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .config import (
+    AgentType,
+    ClassSpec,
+    Consequence,
+    DynamicsModel,
+    EngineConfig,
+    GoalBehavior,
+    InitMode,
+)
+
+__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config", "presets"]
+
+_CLASS_NAMES = [a.name.lower() for a in AgentType]
+_COLUMNS = ("vehicle", "pedestrian", "cyclist")
+_PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
+_ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, IntEnum):
+        return v.name.lower()
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
+    """Every field of ``cfg`` as YAML/JSON-able data."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.name == "classes":
+            out["classes"] = {AgentType(k).name.lower(): {g.name: _plain(getattr(s, g.name)) for g in dataclasses.fields(s)}
+                              for k, s in sorted(v.items())}
+        elif f.name == "rewards":
+            out["rewards"] = {k: {c: (list(col) if col is not None else None) for c, col in zip(_COLUMNS, cols)}
+                              for k, cols in v.items()}
+        elif f.name == "consequences":
+            out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
+        elif f.name in ("obs", "init"):
+            sub = {}
+            for g in dataclasses.fields(v):
+                x = getattr(v, g.name)
+                sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)
+            out[f.name] = sub
+        else:
+            out[f.name] = _plain(v)
+    return out
+
+
+def _enum(enum: type[IntEnum], v: Any, where: str) -> IntEnum:
+    if isinstance(v, enum):
+        return v
+    if isinstance(v, str) and v.upper() in enum.__members__:
+        return enum[v.upper()]
+    if isinstance(v, int) and not isinstance(v, bool) and v in {int(e) for e in enum}:
+        return enum(v)
+    raise ValueError(f"{where}: {v!r} is not one of {[e.name.lower() for e in enum]}")
+
+
+def _tuple(v: Any) -> Any:
+    return tuple(_tuple(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _check_keys(given: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = set(given) - allowed
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(allowed)})")
+
+
+def _per_class(v: Any, default: tuple, where: str) -> tuple:
+    if isinstance(v, Mapping):
+        _check_keys(v, set(_CLASS_NAMES), where)
+        return tuple(v.get(n, d) for n, d in zip(_CLASS_NAMES, default))
+    return _tuple(v)
+
+
+def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> EngineConfig:
+    """Build a config from (possibly partial) data on top of ``base`` (default: the paper's
+    defaults). Unknown keys and bad values raise ``ValueError`` naming them."""
+    base = base or EngineConfig()
+    if not isinstance(d, Mapping):
+        raise ValueError(f"config: expected a mapping, got {type(d).__name__}")
+    _check_keys(d, {f.name for f in dataclasses.fields(base)}, "config")
+    kw: dict[str, Any] = {}
+    for key, v in d.items():
+        if key == "classes":
+            _check_keys(v, set(_CLASS_NAMES), "classes")
+            classes = dict(base.classes)
+            for name, spec in v.items():
+                cls = AgentType[name.upper()]
+                _check_keys(spec, {g.name for g in dataclasses.fields(ClassSpec)}, f"classes.{name}")
+                fields = {k: (_enum(DynamicsModel, x, f"classes.{name}.{k}") if k == "dynamics" else _tuple(x))
+                          for k, x in spec.items()}
+                classes[cls] = dataclasses.replace(classes[cls], **fields)
+            kw["classes"] = classes
+        elif key == "rewards":
+            rewards = dict(base.rewards)
+            for name, cols in v.items():
+                if name not in rewards:
+                    raise ValueError(f"rewards: unknown parameter {name!r} (known: {sorted(rewards)})")
+                rewards[name] = _reward_columns(cols, rewards[name], f"rewards.{name}")
+            kw["rewards"] = rewards
+        elif key == "consequences":
+            _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
+            kw["consequences"] = {**base.consequences,
+                                  **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
+        elif key in ("obs", "init"):
+            sub_base = getattr(base, key)
+            _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
+            fields = {}
+            for k, x in v.items():
+                if k in _ENUM_FIELDS:
+                    fields[k] = _enum(_ENUM_FIELDS[k], x, f"{key}.{k}")
+                elif k in _PER_CLASS_INIT:
+                    fields[k] = _per_class(x, getattr(sub_base, k), f"{key}.{k}")
+                else:
+                    fields[k] = _tuple(x)
+            kw[key] = dataclasses.replace(sub_base, **fields)
+        else:
+            kw[key] = _tuple(v)
+    return dataclasses.replace(base, **kw)
+
+
+def _setting(v: Any, where: str) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (float(v), float(v))
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return (float(v[0]), float(v[1]))
+    raise ValueError(f"{where}: a number, [min, max] or null, got {v!r}")
+
+
+def _reward_columns(v: Any, current: tuple, where: str) -> tuple:
+    if isinstance(v, Mapping):
+        _check_keys(v, set(_COLUMNS), where)
+        return tuple(_setting(v[c], f"{where}.{c}") if c in v else cur for c, cur in zip(_COLUMNS, current))
+    # One setting for every column that is on (null turns every column off).
+    s = _setting(v, where)
+    return tuple(s if (cur is not None or s is None) else None for cur in current)
+
+
+def apply_overrides(cfg: EngineConfig, overrides: Mapping[str, Any]) -> EngineConfig:
+    """Apply dotted-name overrides (``{"obs.dtype": "float16", "rewards.collision": [0, 3]}``)."""
+    d: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        node = d
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"override {dotted!r} conflicts with another override")
+        node[parts[-1]] = value
+    return config_from_dict(d, cfg)
+
+
+def presets() -> list[str]:
+    """Names of the bundled presets."""
+    root = Path(str(resources.files("terrazero_env.assets"))) / "presets"
+    return sorted(p.stem for p in root.glob("*.yaml"))
+
+
+def load_config(src: str | os.PathLike[str] | Mapping[str, Any] | EngineConfig | None = None,
+                **overrides: Any) -> EngineConfig:
+    """A config from a preset name, a YAML path, a mapping or a config, then keyword overrides
+    (dotted names may be given with ``__`` in place of ``.``: ``obs__dtype="float16"``)."""
+    if src is None:
+        cfg = EngineConfig()
+    elif isinstance(src, EngineConfig):
+        cfg = src
+    elif isinstance(src, Mapping):
+        cfg = config_from_dict(src)
+    else:
+        path = Path(src)
+        if not path.suffix:
+            path = Path(str(resources.files("terrazero_env.assets"))) / "presets" / f"{src}.yaml"
+            if not path.is_file():
+                raise ValueError(f"unknown preset {str(src)!r}; presets: {', '.join(presets())}")
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+        cfg = config_from_dict(data)
+    if overrides:
+        cfg = apply_overrides(cfg, {k.replace("__", "."): v for k, v in overrides.items()})
+    return cfg
+
+
+def dump_config(cfg: EngineConfig, path: str | os.PathLike[str] | None = None) -> str:
+    """The full config as YAML (written to ``path`` when given)."""
+    text = yaml.safe_dump(copy.deepcopy(config_to_dict(cfg)), sort_keys=False)
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
+
