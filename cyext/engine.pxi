@@ -715,6 +715,8 @@ cdef class Engine:
         cdef StepEvents ev
         cdef double d, speed
         cdef bint remove
+        # A world past its horizon has ended: its slots are no longer valid until it is reset.
+        cdef bint over = self.t[w] >= self.horizon
         self.t[w] += 1
         T = self.t[w]
         for k in range(K):
@@ -723,7 +725,7 @@ cdef class Engine:
             self.term[r] = 0
             self.trunc[r] = 0
             i = self.slot_of[r]
-            self.valid_p[r] = 1 if (i >= 0 and self.agents[base + i].alive and
+            self.valid_p[r] = 1 if (not over and i >= 0 and self.agents[base + i].alive and
                                     self.agents[base + i].role == ROLE_CONTROLLED) else 0
         # 1. dynamics and log replay
         for i in range(n):
@@ -731,6 +733,8 @@ cdef class Engine:
             if not a.alive:
                 continue
             if a.role == ROLE_CONTROLLED:
+                if over:
+                    continue
                 c = a.cls
                 act = self.act[w * K + a.slot]
                 nl = self.n_lat[c]
@@ -750,7 +754,7 @@ cdef class Engine:
         # 3-6. rules, rewards, consequences for controlled agents
         for i in range(n):
             a = &self.agents[base + i]
-            if not a.alive or a.role != ROLE_CONTROLLED:
+            if not a.alive or a.role != ROLE_CONTROLLED or over:
                 continue
             c = a.cls
             cp = &self.cp[c * N_CP]
@@ -818,6 +822,7 @@ cdef class Engine:
                 r = w * K + k
                 if self.valid_p[r] and not self.term[r]:
                     self.trunc[r] = 1
+                    self.nact[r] = 0
         # 8. observations
         self._observe_world(w)
 

@@ -44,12 +44,14 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
         r -= w[RW_LANE_ALIGN] * fabs(a.lane_heading_res)
         r -= w[RW_LANE_CENTER] * fabs(a.lane_lat + w[RW_B_CENTER])
         # Velocity alignment: distance to the target speed (the lane's posted limit unless a
-        # positive target speed is set), per step.
-        if w[RW_VEL_ALIGN] != 0.0:
+        # positive target speed is set). Like the other speed terms it is per step (x dt) and
+        # relative to v_max; table 8 prints only -alpha * |dv|, which un-normalized would outweigh
+        # every other term by two orders of magnitude.
+        if w[RW_VEL_ALIGN] != 0.0 and v_max > 0:
             target = w[RW_TARGET_SPEED] if w[RW_TARGET_SPEED] > 0 else a.lane_speed
             if target > v_max:
                 target = v_max
-            r -= w[RW_VEL_ALIGN] * dt * fabs(v - target)
+            r -= w[RW_VEL_ALIGN] * dt * fabs(v - target) / v_max
         if w[RW_EDGE_PREFERENCE] != 0.0 and a.lane_width > 0:
             # Toward the curb side: right of travel in right-hand traffic, left in left-hand.
             edge = (a.lane_lat if handedness == 1 else -a.lane_lat) / a.lane_width

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .maps.render import render_map
 
-__all__ = ["draw_agents", "render_world"]
+__all__ = ["draw_agents", "frame_rgb", "render_world"]
 
 #: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
 _CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
@@ -81,3 +81,11 @@ def render_world(engine: Any, world: int = 0, path: str | Path | None = None, *,
     if path is not None:
         fig.savefig(path, dpi=dpi)
     return fig
+
+
+def frame_rgb(engine: Any, world: int = 0, *, zoom: float | None = None, dpi: int = 80) -> np.ndarray:
+    """One rendered frame of a world as an RGB uint8 array ``[H, W, 3]`` (for ``render_mode="rgb_array"``)."""
+    fig = render_world(engine, world, None, zoom=zoom, dpi=dpi)
+    canvas = fig.canvas
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()

@@ -328,7 +328,7 @@ def test_each_reward_term_fires_on_its_case_and_no_other(road):
     dt = 0.1
     expected = {
         "goal": 1.0, "collision": -1.0, "boundary": -1.0, "comfort": -1.0, "lane_align": -0.3,
-        "lane_center": -0.8, "velocity": dt * 10.0 / 20.0, "vel_align": -dt * abs(10.0 - 13.4),
+        "lane_center": -0.8, "velocity": dt * 10.0 / 20.0, "vel_align": -dt * abs(10.0 - 13.4) / 20.0,
         "reverse": -1.0, "timestep": 1.0, "road_incursion": -dt, "speed_limit": -dt * (2.5 - 1.5) / 3.0,
         "edge_preference": dt * 1.0 / 3.5, "goal_progress": 1.0, "wrong_way": -dt,
     }

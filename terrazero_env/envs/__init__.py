@@ -1,0 +1,56 @@
+"""The environment layer: Gymnasium single-agent and vector envs, PettingZoo parallel and AEC envs.
+
+Importing ``terrazero_env`` registers ``TerraZero/Drive-v0`` with Gymnasium (``gym.make`` and
+``gym.make_vec``) and with PettingZoo (``pettingzoo.make("parallel", "TerraZero/Drive-v0")``).
+In a fresh process, ``gym.make("terrazero_env:TerraZero/Drive-v0")`` imports the package first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymnasium.vector import AutoresetMode
+
+from ..config import EngineConfig
+from ..config_io import load_config
+from .multi import ParallelDriveEnv, aec_env, parallel_env
+from .single import DriveEnv
+from .vector import TerraZeroVectorEnv
+
+__all__ = ["DriveEnv", "ParallelDriveEnv", "TerraZeroVectorEnv", "aec_env", "make_vec", "parallel_env", "register"]
+
+ENV_ID = "TerraZero/Drive-v0"
+
+
+def make_vec(num_worlds: int | None = None, preset: str | EngineConfig | None = "quick", *,
+             autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, num_threads: int = 1,
+             render_mode: str | None = None, **overrides: Any) -> TerraZeroVectorEnv:
+    """The native vector env: ``num_worlds`` worlds (default: the preset's) of the preset's
+    ``slots_per_world`` controlled slots each; ``overrides`` are dotted config names
+    (``obs__dtype="float16"`` or ``**{"obs.dtype": "float16"}``)."""
+    cfg = load_config(preset, **overrides)
+    if num_worlds is not None:
+        cfg = cfg.with_overrides(num_worlds=int(num_worlds))
+    return TerraZeroVectorEnv(cfg, autoreset_mode=autoreset_mode, num_threads=num_threads, render_mode=render_mode)
+
+
+def _vector_entry(num_envs: int = 1, preset: str | EngineConfig | None = "quick", **kwargs: Any) -> TerraZeroVectorEnv:
+    """``gym.make_vec(ENV_ID, num_envs=N)``: N worlds with one ego each, like N copies of the
+    single-agent env, batched natively."""
+    vector_kwargs = kwargs.pop("vector_kwargs", None) or {}
+    cfg = load_config(preset, **kwargs).with_overrides(num_worlds=int(num_envs), slots_per_world=1)
+    return TerraZeroVectorEnv(cfg, **vector_kwargs)
+
+
+def register() -> None:
+    """Register ``TerraZero/Drive-v0`` with Gymnasium and PettingZoo (idempotent)."""
+    import gymnasium as gym
+    import pettingzoo
+
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="terrazero_env.envs.single:DriveEnv",
+                     vector_entry_point="terrazero_env.envs:_vector_entry")
+    for kind, registry, entry in (("parallel", pettingzoo.parallel_registry, "terrazero_env.envs.multi:parallel_env"),
+                                  ("aec", pettingzoo.aec_registry, "terrazero_env.envs.multi:aec_env")):
+        if ENV_ID not in registry:
+            pettingzoo.register(kind, ENV_ID, entry)

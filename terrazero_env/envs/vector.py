@@ -1,0 +1,200 @@
+"""The native batched ``gymnasium.vector.VectorEnv``: one sub-environment per controlled agent slot.
+
+    import terrazero_env
+    venv = terrazero_env.make_vec(num_worlds=4, preset="quick")
+    obs, info = venv.reset(seed=0)
+    for _ in range(100):
+        obs, rew, term, trunc, info = venv.step(venv.action_space.sample())
+        live = info["valid"]            # transitions that belong to a live agent
+
+Sub-environment ``w * K + k`` is slot k of world w. A slot's episode is its agent's life; a world
+restarts once all its slots are done (each agent terminated, or the horizon truncated them all).
+Slots without a live agent are marked ``info["valid"] == False`` (reward 0, no flags). Autoreset
+follows ``metadata["autoreset_mode"]`` at world granularity:
+
+* NEXT_STEP (default): the step after a world finishes resets it (that step's transitions are invalid);
+* SAME_STEP: a finishing world resets within the step; ``info["final_obs"]``/``info["final_info"]``
+  hold what its slots saw last;
+* DISABLED: nothing resets by itself; call ``reset(options={"reset_mask": m})`` with a mask that
+  covers whole worlds, or ``reset_worlds(ids)`` (the DPSA wrapper uses this).
+
+Observations, rewards and flags are the engine's own buffers (zero copy): copy them if you keep them
+across steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from .. import _engine
+from ..config import AgentType, EngineConfig
+
+__all__ = ["TerraZeroVectorEnv", "observation_space", "action_space", "seeds_for"]
+
+
+#: Every observed value is scaled to order one (appendix C); +-100 bounds even a goal 20 km away.
+OBS_BOUND = 100.0
+
+
+def observation_space(engine: Any) -> gym.spaces.Box:
+    dtype = engine.observations.dtype
+    return gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (engine.obs_dim,), dtype)
+
+
+def action_space(engine: Any, config: EngineConfig) -> gym.spaces.Discrete:
+    """One Discrete space for every slot: the controlled classes must share one grid size."""
+    classes = [c for c, on in zip(AgentType, config.init.controlled)
+               if on and config.init.class_weights[c] > 0] or [AgentType.CAR]
+    sizes = {AgentType(c).name.lower(): engine.num_actions(c) for c in classes}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"controlled classes need action grids of one size for a shared action space, got {sizes}; "
+                         "set classes.<name>.action_long/action_lat accordingly (see the sim_agent preset)")
+    return gym.spaces.Discrete(next(iter(sizes.values())))
+
+
+def seeds_for(seed: int, n: int) -> np.ndarray:
+    """``n`` engine seeds (uint64) derived from any Python integer (negative or huge included)."""
+    ss = np.random.SeedSequence(int(seed) % (1 << 128))
+    return ss.generate_state(n, np.uint64)
+
+
+class TerraZeroVectorEnv(VectorEnv):
+    """Gymnasium VectorEnv over ``Engine`` slots (see the module docstring)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, config: EngineConfig, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 num_threads: int = 1, render_mode: str | None = None, engine: Any = None):
+        mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.config = config
+        self.engine = engine if engine is not None else _engine.Engine(config, num_threads=num_threads)
+        e = self.engine
+        self.num_worlds = e.num_worlds
+        self.slots_per_world = e.slots_per_world
+        self.num_envs = e.num_worlds * e.slots_per_world
+        self.single_observation_space = observation_space(e)
+        self.single_action_space = action_space(e, config)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self.render_mode = render_mode
+        self.obs_layout = e.obs_layout
+        self._pending = np.zeros(self.num_worlds, bool)  # NEXT_STEP: worlds to reset on the next step
+        self._valid = np.zeros(self.num_envs, bool)
+
+    # -------------------------------------------------------------------------------------- reset
+
+    def reset_worlds(self, world_ids: np.ndarray, seeds: np.ndarray | None = None) -> None:
+        """Reset whole worlds (each once, however many of its slots are done)."""
+        ids = np.asarray(world_ids, np.int64).reshape(-1)
+        if seeds is None:
+            seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64)
+        self.engine.reset(ids, np.asarray(seeds).astype(np.int64))
+        self._pending[ids] = False
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset every world (or, with ``options={"reset_mask": m}``, the worlds whose slots ``m``
+        covers). ``seed``: any integer (world w gets a seed derived from it), or one per world."""
+        super().reset(seed=int(seed) % (1 << 128) if isinstance(seed, (int, np.integer)) else None)
+        mask = None if options is None else options.get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+                raise ValueError(f"options['reset_mask'] must be bool [{self.num_envs}], got {mask.dtype} {mask.shape}")
+            per_world = mask.reshape(self.num_worlds, self.slots_per_world)
+            if not (per_world.all(axis=1) | ~per_world.any(axis=1)).all():
+                raise ValueError("options['reset_mask'] must cover whole worlds: a world's slots reset together")
+            ids = np.nonzero(per_world[:, 0])[0]
+        else:
+            ids = np.arange(self.num_worlds)
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = np.asarray(seed, np.int64)
+            if seeds.shape != (ids.shape[0],):
+                raise ValueError(f"seed: one integer per reset world ({ids.shape[0]}), got {seeds.shape}")
+            world_seeds = seeds.astype(np.uint64)
+        elif seed is not None and not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"seed must be an integer or one integer per reset world, got {seed!r}")
+        elif seed is not None:
+            world_seeds = seeds_for(seed, self.num_worlds)[ids]
+        else:
+            world_seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64).astype(np.uint64)
+        self.engine.reset(ids, world_seeds.astype(np.int64))
+        self._pending[ids] = False
+        self._valid = self.engine.valid.copy()
+        return self.engine.observations, {"valid": self._valid.copy()}
+
+    # --------------------------------------------------------------------------------------- step
+
+    def _world_done(self) -> np.ndarray:
+        e = self.engine
+        alive_after = e.valid & ~e.terminated & ~e.truncated
+        return ~alive_after.reshape(self.num_worlds, self.slots_per_world).any(axis=1)
+
+    def step(self, actions: np.ndarray):
+        """Step every world (actions: int ``[num_envs]``; entries of invalid slots are ignored)."""
+        e = self.engine
+        a = np.asarray(actions)
+        if a.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {a.shape}")
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers, got dtype {a.dtype}")
+        mode = self.metadata["autoreset_mode"]
+        pending = np.nonzero(self._pending)[0] if mode == AutoresetMode.NEXT_STEP else np.zeros(0, np.int64)
+        e.step(a)
+        valid = e.valid.copy()
+        info: dict[str, Any] = {}
+        if pending.size:
+            # These worlds finished last step: this step restarts them instead (no valid transition).
+            self.reset_worlds(pending)
+            rows = (pending[:, None] * self.slots_per_world + np.arange(self.slots_per_world)).reshape(-1)
+            valid[rows] = False
+        done = self._world_done()
+        done[pending] = False
+        if mode == AutoresetMode.NEXT_STEP:
+            self._pending = done
+        elif mode == AutoresetMode.SAME_STEP and done.any():
+            ids = np.nonzero(done)[0]
+            rows = (ids[:, None] * self.slots_per_world + np.arange(self.slots_per_world)).reshape(-1)
+            finished = np.zeros(self.num_envs, bool)
+            finished[rows] = valid[rows]
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for i in np.nonzero(finished)[0]:
+                final_obs[i] = e.observations[i].copy()
+            info["final_obs"], info["_final_obs"] = final_obs, finished
+            info["final_info"] = {"valid": finished.copy(), "_valid": finished.copy()}
+            info["_final_info"] = finished
+            rewards, terms, truncs = e.rewards.copy(), e.terminated.copy(), e.truncated.copy()
+            self.reset_worlds(ids)
+            info["valid"] = valid
+            self._valid = valid
+            return e.observations, rewards, terms, truncs, info
+        info["valid"] = valid
+        self._valid = valid
+        return e.observations, e.rewards, e.terminated, e.truncated, info
+
+    # ---------------------------------------------------------------------------------- extras
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Read-only views of every agent in every world (``agents``: structured ``[W, max_agents]``
+        with fields documented on ``Engine.agents``), agents per world, and each world's map."""
+        e = self.engine
+        return {"agents": e.agents, "n_agents": e.n_agents_per_world,
+                "maps": [e.road_maps[i].map_data for i in e.world_map], "world_steps": e.world_steps}
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        from ..render import frame_rgb
+
+        return frame_rgb(self.engine, 0)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.engine = None
