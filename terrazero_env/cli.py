@@ -5,6 +5,7 @@
     terrazero maps render FILE -o map.png    draw a map with matplotlib
     terrazero maps list                      bundled maps
     terrazero maps regenerate [--out-dir D]  rebuild the bundled maps from their YAML specs
+    terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
 """
 
 from __future__ import annotations
@@ -79,6 +80,41 @@ def _cmd_regenerate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_render_rollout(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import _engine
+    from .config_io import load_config
+    from .render import RolloutRecorder
+
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    cfg = load_config(args.preset, **{k: _yaml_value(v) for k, v in overrides.items()}).with_overrides(num_worlds=1)
+    engine = _engine.Engine(cfg)
+    engine.reset([0], [args.seed])
+    rec = RolloutRecorder(engine, 0, zoom=args.zoom, dpi=args.dpi)
+    rng = np.random.default_rng(args.seed)
+    hold = np.array([int(np.nonzero((engine.action_values(c) == 0).all(axis=1))[0][0]) for c in range(5)])
+    rec.capture()
+    for _ in range(args.steps):
+        types = engine.agent_type
+        if args.policy == "random":
+            nact = np.array([engine.num_actions(max(int(t), 0)) for t in types])
+            acts = (rng.random(types.shape[0]) * nact).astype(np.int32)
+        else:  # keep the current speed and curvature
+            acts = hold[np.maximum(types, 0)].astype(np.int32)
+        engine.step(acts)
+        rec.capture()
+    out = rec.save(args.output, fps=args.fps)
+    print(f"wrote {out} ({len(rec.frames)} frames)")
+    return 0
+
+
+def _yaml_value(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="terrazero", description="TerraZero driving simulator tools")
     sub = p.add_subparsers(dest="group", required=True)
@@ -102,6 +138,19 @@ def make_parser() -> argparse.ArgumentParser:
     g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
     g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
     g.set_defaults(func=_cmd_regenerate)
+    rr = sub.add_parser("render", help="record a rollout of one world to a video or GIF")
+    rr.add_argument("--preset", default="quick")
+    rr.add_argument("--steps", type=int, default=200)
+    rr.add_argument("--seed", type=int, default=0)
+    rr.add_argument("--policy", choices=["hold", "random"], default="hold",
+                    help="hold: keep speed and curvature; random: uniform actions")
+    rr.add_argument("--zoom", type=float, default=None, help="half-width (m) of a window on the first controlled agent")
+    rr.add_argument("--dpi", type=int, default=80)
+    rr.add_argument("--fps", type=int, default=10)
+    rr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="dotted config override, e.g. --set init.num_agents=[10,20]")
+    rr.add_argument("-o", "--output", required=True, help=".mp4 (needs imageio-ffmpeg) or .gif")
+    rr.set_defaults(func=_cmd_render_rollout)
     return p
 
 

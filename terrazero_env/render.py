@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .maps.render import render_map
 
-__all__ = ["draw_agents", "frame_rgb", "render_world"]
+__all__ = ["RolloutRecorder", "draw_agents", "frame_rgb", "render_world"]
 
 #: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
 _CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
@@ -89,3 +89,61 @@ def frame_rgb(engine: Any, world: int = 0, *, zoom: float | None = None, dpi: in
     canvas = fig.canvas
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+class RolloutRecorder:
+    """Frames of one world over a rollout, drawing the map once and only the agents per frame.
+
+        rec = RolloutRecorder(engine, world=0, zoom=None)
+        for _ in range(steps):
+            engine.step(actions)
+            rec.capture()
+        rec.save("rollout.mp4")   # .gif, or .mp4 when imageio-ffmpeg is installed
+    """
+
+    def __init__(self, engine: Any, world: int = 0, *, zoom: float | None = None, dpi: int = 80, trail: int = 20):
+        rm = engine.road_maps[int(engine.world_map[world])]
+        self.engine, self.world, self.zoom, self.trail = engine, world, zoom, trail
+        self.fig = render_map(rm.map_data, None, dpi=dpi, title=rm.map_data.name)
+        self.ax = self.fig.axes[0]
+        self.frames: list[np.ndarray] = []
+        self._history: list[dict[str, np.ndarray]] = []
+
+    def capture(self) -> np.ndarray:
+        """Draw the world's current state and keep the frame (RGB uint8 ``[H, W, 3]``)."""
+        states = self.engine.agent_states(self.world)
+        before = set(self.ax.collections) | set(self.ax.texts)
+        draw_agents(self.ax, states, self._history[-self.trail:])
+        self.ax.set_title(f"{self.ax.get_title().split(':')[0]}: step {int(self.engine.world_steps[self.world])}, "
+                          f"{int(states['alive'].sum())} agents", fontsize=9)
+        if self.zoom is not None and states["x"].size:
+            live = np.nonzero((states["role"] == 0) & (states["alive"] > 0))[0]
+            i = int(live[0]) if live.size else 0
+            self.ax.set_xlim(states["x"][i] - self.zoom, states["x"][i] + self.zoom)
+            self.ax.set_ylim(states["y"][i] - self.zoom, states["y"][i] + self.zoom)
+        self.fig.canvas.draw()
+        frame = np.asarray(self.fig.canvas.buffer_rgba())[..., :3].copy()
+        for artist in (set(self.ax.collections) | set(self.ax.texts)) - before:
+            artist.remove()
+        self._history.append(states)
+        self.frames.append(frame)
+        return frame
+
+    def save(self, path: str | Path, fps: int = 10) -> Path:
+        """Write the frames as a video (``.mp4`` needs imageio-ffmpeg; otherwise a ``.gif`` is
+        written next to the requested path). Returns the path written."""
+        import imageio.v3 as iio
+
+        path = Path(path)
+        if not self.frames:
+            raise ValueError("no frames captured")
+        if path.suffix.lower() == ".mp4":
+            try:
+                import imageio_ffmpeg  # noqa: F401
+
+                iio.imwrite(path, np.stack(self.frames), fps=fps, codec="libx264")
+                return path
+            except ImportError:
+                path = path.with_suffix(".gif")
+        iio.imwrite(path, np.stack(self.frames), duration=1000 / fps, loop=0)
+        return path
