@@ -252,3 +252,24 @@ def test_config_dict_is_plain_data():
     import json
 
     json.dumps(config_to_dict(load_config("sim_agent")))
+
+
+def test_sb3_adapter_over_multi_slot_worlds_reports_episode_ends_and_padding():
+    pytest.importorskip("stable_baselines3")
+    from terrazero_env.wrappers import SB3VecEnv
+
+    venv = SB3VecEnv(terrazero_env.make_vec(2, "quick", episode_length=12))
+    obs = venv.reset()
+    ends = padding = 0
+    for _ in range(40):
+        obs, rew, dones, infos = venv.step(np.zeros(venv.num_envs, np.int64))
+        for i, info in enumerate(infos):
+            if dones[i]:
+                ends += 1
+                assert info["terminal_observation"].shape == obs[i].shape
+            if not info["valid"]:
+                padding += 1
+                assert rew[i] == 0.0
+    assert ends > 0 and padding > 0
+    with pytest.raises(ValueError, match="cannot reset one by one"):
+        SB3VecEnv(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"))

@@ -4,4 +4,18 @@ The DPSA and SGR wrappers and the Stable-Baselines3 adapter live here; this pack
 torch.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+# ``SB3VecEnv`` is loaded on first access (stable-baselines3 imports torch) and kept out of
+# ``__all__`` so that a star import does not load it either.
 __all__: list[str] = []
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SB3VecEnv":
+        from .sb3 import SB3VecEnv
+
+        return SB3VecEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -83,7 +83,7 @@ class TerraZeroVectorEnv(VectorEnv):
         self.single_action_space = action_space(e, config)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode, "slots_per_world": self.slots_per_world}
         self.render_mode = render_mode
         self.obs_layout = e.obs_layout
         self._pending = np.zeros(self.num_worlds, bool)  # NEXT_STEP: worlds to reset on the next step
@@ -159,11 +159,11 @@ class TerraZeroVectorEnv(VectorEnv):
         done[pending] = False
         if mode == AutoresetMode.NEXT_STEP:
             self._pending = done
-        elif mode == AutoresetMode.SAME_STEP and done.any():
+        elif mode == AutoresetMode.SAME_STEP and (e.terminated.any() or e.truncated.any()):
+            # Every slot whose episode ended this step reports its last observation; worlds with no
+            # live slot left restart now (a slot that ends before its world stays idle until then).
             ids = np.nonzero(done)[0]
-            rows = (ids[:, None] * self.slots_per_world + np.arange(self.slots_per_world)).reshape(-1)
-            finished = np.zeros(self.num_envs, bool)
-            finished[rows] = valid[rows]
+            finished = e.terminated | e.truncated
             final_obs = np.full(self.num_envs, None, dtype=object)
             for i in np.nonzero(finished)[0]:
                 final_obs[i] = e.observations[i].copy()
@@ -171,7 +171,8 @@ class TerraZeroVectorEnv(VectorEnv):
             info["final_info"] = {"valid": finished.copy(), "_valid": finished.copy()}
             info["_final_info"] = finished
             rewards, terms, truncs = e.rewards.copy(), e.terminated.copy(), e.truncated.copy()
-            self.reset_worlds(ids)
+            if ids.size:
+                self.reset_worlds(ids)
             info["valid"] = valid
             self._valid = valid
             return e.observations, rewards, terms, truncs, info
