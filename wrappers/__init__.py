@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .dpsa import DPSA, SGR, SamplingCounter, SamplingStats
+from .live_vector import LiveVectorEnv, make_dpsa_vec
+
 # ``SB3VecEnv`` is loaded on first access (stable-baselines3 imports torch) and kept out of
 # ``__all__`` so that a star import does not load it either.
-__all__: list[str] = []
+__all__ = ["DPSA", "SGR", "LiveVectorEnv", "SamplingCounter", "SamplingStats", "make_dpsa_vec"]
 
 
 def __getattr__(name: str) -> Any:

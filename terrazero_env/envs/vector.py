@@ -24,6 +24,7 @@ across steps.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -150,9 +151,12 @@ class TerraZeroVectorEnv(VectorEnv):
         e.step(a)
         valid = e.valid.copy()
         info: dict[str, Any] = {}
+        t_reset = 0.0
         if pending.size:
             # These worlds finished last step: this step restarts them instead (no valid transition).
+            t0 = time.perf_counter()
             self.reset_worlds(pending)
+            t_reset += time.perf_counter() - t0
             rows = (pending[:, None] * self.slots_per_world + np.arange(self.slots_per_world)).reshape(-1)
             valid[rows] = False
         done = self._world_done()
@@ -172,10 +176,14 @@ class TerraZeroVectorEnv(VectorEnv):
             info["_final_info"] = finished
             rewards, terms, truncs = e.rewards.copy(), e.terminated.copy(), e.truncated.copy()
             if ids.size:
+                t0 = time.perf_counter()
                 self.reset_worlds(ids)
+                t_reset += time.perf_counter() - t0
+            info["reset_time_s"], info["worlds_reset"] = t_reset, int(ids.size)
             info["valid"] = valid
             self._valid = valid
             return e.observations, rewards, terms, truncs, info
+        info["reset_time_s"], info["worlds_reset"] = t_reset, int(pending.size)
         info["valid"] = valid
         self._valid = valid
         return e.observations, e.rewards, e.terminated, e.truncated, info
@@ -198,4 +206,7 @@ class TerraZeroVectorEnv(VectorEnv):
         return frame_rgb(self.engine, 0)
 
     def close_extras(self, **kwargs: Any) -> None:
+        close = getattr(self.engine, "close", None)  # an engine with worker processes stops them
+        if close is not None:
+            close()
         self.engine = None

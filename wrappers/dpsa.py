@@ -1,0 +1,240 @@
+"""FAST's sampling strategies as vector-env wrappers: DPSA, SGR, and sampling statistics.
+
+DPSA (Dynamic Parallel Sampling Alignment, FAST section III) keeps a finished sub-environment in
+"virtual continuation": it is not stepped again (or whatever it returns is discarded), its slot
+returns a dummy observation, reward 0 and ``info["valid"][i] = False``, until the share of finished
+sub-environments ``rho_t`` reaches ``threshold`` or the rollout clock reaches ``horizon``; then every
+sub-environment is reset at once and the survivors are reported **truncated** (never terminated)
+with their last observation in ``info["final_obs"]``, so a learner bootstraps V(s_final). The reset
+happens inside that step call (Gymnasium's SAME_STEP convention).
+
+SGR (Synchronous Global Reset) resets everything as soon as any sub-environment finishes: the
+baseline FAST compares against. ``SamplingStats`` measures a vector env that resets by itself
+(per-environment autoreset) with the same statistics.
+
+    import terrazero_env
+    from terrazero_env.wrappers import DPSA
+    venv = DPSA(terrazero_env.make_vec(8, "quick", autoreset_mode="Disabled"), threshold=0.5, horizon=256)
+    obs, info = venv.reset(seed=0)
+    obs, rew, term, trunc, info = venv.step(venv.action_space.sample())
+    print(info["valid"].mean(), info["stats"]["total"]["mu"])
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+__all__ = ["DPSA", "SGR", "SamplingStats", "SamplingCounter"]
+
+
+class SamplingCounter:
+    """FAST's sampling statistics (section II): N_total, N_valid, mu, T_step, T_reset, eta, Phi_raw,
+    Phi_eff, mean length of finished valid episodes, resets. Times are wall-clock seconds."""
+
+    def __init__(self) -> None:
+        self.n_total = 0
+        self.n_valid = 0
+        self.t_step = 0.0
+        self.t_reset = 0.0
+        self.resets = 0
+        self.episodes = 0
+        self.episode_steps = 0
+
+    def as_dict(self) -> dict[str, float]:
+        t = self.t_step + self.t_reset
+        return {
+            "N_total": self.n_total, "N_valid": self.n_valid,
+            "mu": self.n_valid / self.n_total if self.n_total else 0.0,
+            "T_step": self.t_step, "T_reset": self.t_reset,
+            "eta": self.t_step / t if t > 0 else 0.0,
+            "Phi_raw": self.n_total / t if t > 0 else 0.0,
+            "Phi_eff": self.n_valid / t if t > 0 else 0.0,
+            "mean_episode_length": self.episode_steps / self.episodes if self.episodes else 0.0,
+            "episodes": self.episodes, "resets": self.resets,
+        }
+
+
+def _require_disabled(env: VectorEnv, who: str) -> None:
+    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if AutoresetMode(mode) != AutoresetMode.DISABLED:
+        raise ValueError(f"{who} manages resets itself and needs a vector env whose metadata['autoreset_mode'] "
+                         f"is AutoresetMode.DISABLED, got {AutoresetMode(mode).name}; build it with "
+                         "autoreset_mode='Disabled' (or use terrazero_env.wrappers.make_dpsa_vec for your own envs)")
+
+
+class DPSA(VectorWrapper):
+    """Virtual continuation with a termination-rate-triggered global reset (module docstring).
+
+    ``threshold``: rho in (0, 1]; ``horizon``: the rollout clock limit T_max (steps since the last
+    global reset); ``dummy``: what a finished sub-env returns, its ``"last"`` observation or ``"zeros"``.
+    ``info`` carries ``valid``, ``rho`` and ``stats`` (``total`` and ``rollout``: since the last
+    global reset), plus ``final_obs``/``final_info``/``_final_obs`` on a global reset.
+    """
+
+    def __init__(self, env: VectorEnv, threshold: float = 0.5, horizon: int = 256, dummy: str = "last"):
+        super().__init__(env)
+        _require_disabled(env, type(self).__name__)
+        if not 0.0 < float(threshold) <= 1.0:
+            raise ValueError(f"threshold must lie in (0, 1], got {threshold!r}")
+        if int(horizon) < 1:
+            raise ValueError(f"horizon must be a positive number of steps, got {horizon!r}")
+        if dummy not in ("last", "zeros"):
+            raise ValueError(f"dummy must be 'last' or 'zeros', got {dummy!r}")
+        self.threshold = float(threshold)
+        self.horizon = int(horizon)
+        self.dummy = dummy
+        self.metadata = {**env.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
+        n = env.num_envs
+        self._finished = np.zeros(n, bool)  # in virtual continuation (or holds no agent)
+        self._real = np.ones(n, bool)  # holds an agent this rollout (native env: slot occupied)
+        self._episode_len = np.zeros(n, np.int64)
+        self._last_obs: np.ndarray | None = None
+        self.clock = 0
+        self.total = SamplingCounter()
+        self.rollout = SamplingCounter()
+
+    def _global_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        t0 = time.perf_counter()
+        obs, info = self.env.reset(seed=seed, options=options)
+        dt = time.perf_counter() - t0
+        self._real = np.asarray(info.get("valid", np.ones(self.num_envs, bool)), bool).copy()
+        self._finished = ~self._real
+        self._episode_len[:] = 0
+        self._last_obs = np.array(obs, copy=True)
+        self.clock = 0
+        return obs, info, dt
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        obs, info, dt = self._global_reset(seed, options)
+        self.total.t_reset += dt
+        self.total.resets += 1
+        self.rollout = SamplingCounter()
+        self.rollout.t_reset = dt
+        self.rollout.resets = 1
+        info = dict(info)
+        info["valid"] = self._real.copy()
+        return obs, info
+
+    def _dummy_rows(self, obs: np.ndarray, rows: np.ndarray) -> None:
+        if rows.any():
+            obs[rows] = self._last_obs[rows] if self.dummy == "last" else 0
+
+    def step(self, actions: np.ndarray):
+        t0 = time.perf_counter()
+        obs, rew, term, trunc, info = self.env.step(actions)
+        dt = time.perf_counter() - t0
+        obs = np.array(obs, copy=True)
+        rew = np.array(rew, dtype=np.float32, copy=True)
+        term = np.array(term, dtype=bool, copy=True)
+        trunc = np.array(trunc, dtype=bool, copy=True)
+        valid = ~self._finished  # the transition is real iff the sub-env was live before this step
+        if "valid" in info:  # a native env also knows which slots held an agent
+            valid &= np.asarray(info["valid"], bool)
+        rew[~valid] = 0.0
+        term &= valid
+        trunc &= valid
+        self._dummy_rows(obs, ~valid)
+        self._last_obs[valid] = obs[valid]
+        self._episode_len[valid] += 1
+        ended = term | trunc
+        for c in (self.total, self.rollout):
+            c.n_total += int(self._real.sum())
+            c.n_valid += int(valid.sum())
+            c.t_step += dt
+            c.episodes += int(ended.sum())
+            c.episode_steps += int(self._episode_len[ended].sum())
+        self._finished |= ended
+        self.clock += 1
+        n_real = int(self._real.sum())
+        rho = float((self._finished & self._real).sum()) / n_real if n_real else 1.0
+        out_info = {"valid": valid, "rho": rho}
+        if rho >= self.threshold or self.clock >= self.horizon:
+            survivors = valid & ~ended
+            trunc |= survivors  # cut off by the global reset: bootstrap, do not treat as terminal
+            self.total.episodes += int(survivors.sum())
+            self.total.episode_steps += int(self._episode_len[survivors].sum())
+            self.rollout.episodes += int(survivors.sum())
+            self.rollout.episode_steps += int(self._episode_len[survivors].sum())
+            live = valid.copy()
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(live):
+                final_obs[i] = obs[i].copy()
+            out_info.update(final_obs=final_obs, _final_obs=live,
+                            final_info={"valid": live.copy(), "_valid": live.copy()}, _final_info=live)
+            out_info["stats"] = {"total": self.total.as_dict(), "rollout": self.rollout.as_dict()}
+            obs, _, dt_reset = self._global_reset()
+            obs = np.array(obs, copy=True)
+            self.total.t_reset += dt_reset
+            self.total.resets += 1
+            self.rollout = SamplingCounter()
+            self.rollout.t_reset = dt_reset
+            self.rollout.resets = 1
+        else:
+            out_info["stats"] = {"total": self.total.as_dict(), "rollout": self.rollout.as_dict()}
+        return obs, rew, term, trunc, out_info
+
+
+class SGR(DPSA):
+    """Synchronous Global Reset: every sub-env restarts as soon as any one finishes (FAST's baseline)."""
+
+    def __init__(self, env: VectorEnv, horizon: int = 256, dummy: str = "last"):
+        super().__init__(env, threshold=1.0, horizon=horizon, dummy=dummy)
+
+    def step(self, actions: np.ndarray):
+        # Any finished real sub-env triggers the reset: the threshold is one real sub-env's share.
+        n_real = max(int(self._real.sum()), 1)
+        self.threshold = 1.0 / n_real
+        return super().step(actions)
+
+
+class SamplingStats(VectorWrapper):
+    """FAST's statistics for a vector env that resets its sub-envs itself (NEXT_STEP autoreset).
+
+    A transition is valid unless it is the autoreset step that follows an episode end (or the env's
+    ``info["valid"]`` says otherwise). Reset time is the time spent in ``reset`` plus what the env
+    reports in ``info["reset_time_s"]`` for resets done inside ``step``.
+    """
+
+    def __init__(self, env: VectorEnv):
+        super().__init__(env)
+        self.total = SamplingCounter()
+        self._pending = np.zeros(env.num_envs, bool)
+        self._episode_len = np.zeros(env.num_envs, np.int64)
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        t0 = time.perf_counter()
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.total.t_reset += time.perf_counter() - t0
+        self.total.resets += 1
+        self._pending[:] = False
+        self._episode_len[:] = 0
+        return obs, info
+
+    def step(self, actions: np.ndarray):
+        t0 = time.perf_counter()
+        obs, rew, term, trunc, info = self.env.step(actions)
+        dt = time.perf_counter() - t0
+        inner_reset = float(info.get("reset_time_s", 0.0))
+        valid = ~self._pending
+        if "valid" in info:
+            valid &= np.asarray(info["valid"], bool)
+        ended = (np.asarray(term, bool) | np.asarray(trunc, bool)) & valid
+        self._episode_len[valid] += 1
+        c = self.total
+        c.n_total += self.num_envs
+        c.n_valid += int(valid.sum())
+        c.t_step += dt - inner_reset
+        c.t_reset += inner_reset
+        c.resets += int(np.asarray(info.get("worlds_reset", self._pending.sum())))
+        c.episodes += int(ended.sum())
+        c.episode_steps += int(self._episode_len[ended].sum())
+        self._episode_len[ended] = 0
+        self._pending = ended
+        info = dict(info)
+        info["valid"] = valid
+        info["stats"] = {"total": c.as_dict()}
+        return obs, rew, term, trunc, info
