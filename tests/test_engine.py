@@ -567,3 +567,48 @@ def test_threads_do_not_change_the_rollout(town):
     two = _rollout(_engine.Engine(cfg, maps=town, num_threads=2), [1, 2, 3, 4], steps=20)
     for (oa, ra, _, _), (ob, rb, _, _) in zip(one, two):
         assert oa.tobytes() == ob.tobytes() and ra.tobytes() == rb.tobytes()
+
+
+def test_observation_noise_is_clipped_gaussian_and_off_by_default(town):
+    def first_obs(**obs):
+        cfg = EngineConfig(num_worlds=1, slots_per_world=4, max_agents_per_world=8, init=InitConfig(num_agents=(4, 8)),
+                           obs=ObsConfig(**obs))
+        e = _engine.Engine(cfg, maps=town)
+        e.reset(seeds=[11])
+        return e.observations[e.valid].copy()
+
+    clean, noisy = first_obs(), first_obs(noise_std=0.01, noise_clip=0.02)
+    diff = noisy - clean
+    written = clean != 0
+    assert np.abs(diff).max() <= 0.02 + 1e-6
+    assert 0.005 < np.abs(diff[written]).mean() < 0.02  # noise is there, at about the requested scale
+    np.testing.assert_array_equal(first_obs(), clean)  # deterministic, and no noise by default
+
+
+def test_slot_dropout_drops_entities_and_state_dropout_zeroes_ego_state(town):
+    cfg = EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=24, init=InitConfig(num_agents=(20, 24)))
+    full = _engine.Engine(cfg, maps=town)
+    dropped = _engine.Engine(cfg.with_overrides(obs={"slot_dropout": 0.5, "state_dropout": 1.0}), maps=town)
+    for e in (full, dropped):
+        e.reset(seeds=[2])
+    road_full = full.obs_layout.split(full.observations)["road"]
+    road_drop = dropped.obs_layout.split(dropped.observations)["road"]
+    n_full = (np.abs(road_full).sum(-1) > 0).sum()
+    n_drop = (np.abs(road_drop).sum(-1) > 0).sum()
+    assert 0.3 * n_full < n_drop < 0.8 * n_full
+    g = dropped.obs_layout.groups["ego"]
+    ego = dropped.observations[dropped.valid]
+    assert (ego[:, g.feature("state_dropout_flag")] == 1).all() and not ego[:, g.feature("speed")].any()
+
+
+def test_hybrid_initialization_draws_log_or_random_per_world():
+    from conftest import tiny_junction
+
+    m = build(tiny_junction(tracks=True))
+    cfg = EngineConfig(num_worlds=40, slots_per_world=2, max_agents_per_world=8,
+                       init=InitConfig(mode=2, p_random=0.5, num_agents=(3, 6)))
+    e = _engine.Engine(cfg, maps=m)
+    e.reset(seeds=np.arange(40))
+    n = np.array([e.num_agents(w) for w in range(40)])
+    logged = n == 1  # the log has one track valid at step 0; random worlds place 3-6 agents
+    assert 8 < logged.sum() < 32
