@@ -5,6 +5,8 @@
 * ``.tzb``: a built terrabin file (memory-mapped);
 * ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap` (raw, needs ``build``);
 * ``.yaml`` / ``.yml``: a procedural spec ``{generator: grid, seed: 0, params: {...}}`` (raw);
+* ``.xodr``, ``.net.xml``, ``.xml``, ``.osm``, ``.pkl``: real formats through
+  :mod:`terrazero_env.maps.convert` (raw);
 * a bare name such as ``grid_town``: the bundled map of that name.
 """
 
@@ -80,7 +82,13 @@ def load_source(src: str | os.PathLike[str]) -> MapData:
         return load_json(p)
     if suffix in (".yaml", ".yml"):
         return load_spec(p)
-    raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: .tzb, .json, .yaml)")
+    from .convert import CONVERTERS, converter_for
+
+    convert = converter_for(p)
+    if convert is not None:
+        return convert(p)
+    known = ", ".join([".tzb", ".json", ".yaml"] + [c[0] for c in CONVERTERS])
+    raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: {known})")
 
 
 def regenerate(out_dir: str | os.PathLike[str] | None = None) -> list[Path]:
