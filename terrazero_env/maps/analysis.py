@@ -8,7 +8,7 @@ import numpy as np
 
 from .schema import Handedness, MapData
 
-__all__ = ["lane_graph_report", "successor_gaps", "handedness_votes", "summary"]
+__all__ = ["handedness_votes", "infer_handedness", "lane_graph_report", "successor_gaps", "summary"]
 
 
 def successor_gaps(m: MapData) -> np.ndarray:
@@ -74,6 +74,15 @@ def handedness_votes(m: MapData, probe_lanes: float = 2.0) -> dict[str, int]:
         "right": int((found["right"] & ~found["left"]).sum()),
         "both": int((found["left"] & found["right"]).sum()),
     }
+
+
+def infer_handedness(m: MapData) -> Handedness:
+    """Right- or left-hand traffic from the lane geometry of a raw or built map (right on a tie,
+    e.g. a map of one-way roads only)."""
+    from .builder import build
+
+    votes = handedness_votes(m if m.intersections is not None and m.lanes.intersection.size else build(m))
+    return Handedness.LEFT if votes["right"] > votes["left"] else Handedness.RIGHT
 
 
 def summary(m: MapData) -> dict[str, Any]:
