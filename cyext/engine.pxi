@@ -330,6 +330,32 @@ cdef class Engine:
             for w in prange(self.num_worlds, nogil=True, num_threads=nt, schedule="static"):
                 self._step_world(w)
 
+    def assign_maps(self, world_ids, road_maps):
+        """Put worlds on other maps (``RoadMap`` objects; e.g. drawn from a ``Dataset``) before
+        resetting them. Maps no world uses any more are released."""
+        ids = np.atleast_1d(np.asarray(world_ids, np.int64))
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_worlds):
+            raise ValueError(f"world_ids must lie in [0, {self.num_worlds})")
+        if len(road_maps) != ids.shape[0]:
+            raise ValueError(f"one RoadMap per world id: {ids.shape[0]} ids, {len(road_maps)} maps")
+        cdef RoadMap rm
+        for rm_obj in road_maps:
+            if not isinstance(rm_obj, RoadMap):
+                raise TypeError(f"expected RoadMap objects, got {type(rm_obj).__name__}")
+        in_use = [self.road_maps[i] for i in self.world_map]
+        for w, rm_obj in zip(ids, road_maps):
+            in_use[int(w)] = rm_obj
+        unique = []
+        for m in in_use:
+            if not any(m is u for u in unique):
+                unique.append(m)
+        self.road_maps = unique
+        self.world_map = np.array([next(k for k, u in enumerate(unique) if u is m) for m in in_use], np.int64)
+        cdef Py_ssize_t w_i
+        for w_i in range(self.num_worlds):
+            rm = self.road_maps[self.world_map[w_i]]
+            self.wmap[w_i] = &rm.c
+
     @property
     def world_steps(self):
         """Steps since each world's reset, int32 ``[W]`` (a view)."""

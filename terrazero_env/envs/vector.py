@@ -70,11 +70,16 @@ class TerraZeroVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, config: EngineConfig, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 num_threads: int = 1, render_mode: str | None = None, engine: Any = None):
+                 num_threads: int = 1, render_mode: str | None = None, engine: Any = None,
+                 dataset: Any = None):
         mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.config = config
+        self.dataset = dataset
+        if dataset is not None and engine is None:
+            # Start on the dataset's first scenario; every world reset then draws one.
+            engine = _engine.Engine(config, maps=[dataset[0]], num_threads=num_threads)
         self.engine = engine if engine is not None else _engine.Engine(config, num_threads=num_threads)
         e = self.engine
         self.num_worlds = e.num_worlds
@@ -97,6 +102,7 @@ class TerraZeroVectorEnv(VectorEnv):
         ids = np.asarray(world_ids, np.int64).reshape(-1)
         if seeds is None:
             seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64)
+        self._draw_maps(ids, np.asarray(seeds).astype(np.int64))
         self.engine.reset(ids, np.asarray(seeds).astype(np.int64))
         self._pending[ids] = False
 
@@ -126,10 +132,20 @@ class TerraZeroVectorEnv(VectorEnv):
             world_seeds = seeds_for(seed, self.num_worlds)[ids]
         else:
             world_seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64).astype(np.uint64)
+        self._draw_maps(ids, world_seeds.astype(np.int64))
         self.engine.reset(ids, world_seeds.astype(np.int64))
         self._pending[ids] = False
         self._valid = self.engine.valid.copy()
         return self.engine.observations, {"valid": self._valid.copy()}
+
+    def _draw_maps(self, ids: np.ndarray, seeds: np.ndarray) -> None:
+        """With a dataset, each reset world draws its scenario from the world's own seed."""
+        if self.dataset is None or ids.size == 0:
+            return
+        o = self.config.obs
+        picks = [self.dataset.sample(np.random.default_rng(int(s) % (1 << 63))) for s in seeds]
+        self.engine.assign_maps(ids, [self.dataset.road_map(i, obs_radius=o.road_radius,
+                                                            obs_segment_length=o.road_segment_length) for i in picks])
 
     # --------------------------------------------------------------------------------------- step
 

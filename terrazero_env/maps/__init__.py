@@ -29,11 +29,12 @@ from .schema import (
     StopSigns,
     Tracks,
 )
+from .dataset import Dataset
 from .sources import asset_path, bundled_maps, load_source
 from .terrabin import TerrabinError, load, save
 
 __all__ = [
-    "AgentType", "BuildConfig", "ControlType", "Handedness", "Intersections", "Lanes", "LaneType", "MapData",
+    "AgentType", "BuildConfig", "Dataset", "ControlType", "Handedness", "Intersections", "Lanes", "LaneType", "MapData",
     "MapValidationError", "Movement", "Polygons", "Polylines", "Ragged", "RoadLines", "RoadLineType", "Signals",
     "StopLines", "StopSigns", "TerrabinError", "Tracks", "asset_path", "build", "bundled_maps", "load",
     "load_source", "procedural", "save", "validate",
