@@ -195,8 +195,9 @@ class SamplingStats(VectorWrapper):
     """FAST's statistics for a vector env that resets its sub-envs itself (NEXT_STEP autoreset).
 
     A transition is valid unless it is the autoreset step that follows an episode end (or the env's
-    ``info["valid"]`` says otherwise). Reset time is the time spent in ``reset`` plus what the env
-    reports in ``info["reset_time_s"]`` for resets done inside ``step``.
+    ``info["valid"]`` says otherwise). Reset time is the time spent in ``reset`` plus, for resets
+    done inside ``step``, what the env reports in its ``last_reset_time_s`` attribute (the native env
+    does; others count as step time).
     """
 
     def __init__(self, env: VectorEnv):
@@ -218,7 +219,8 @@ class SamplingStats(VectorWrapper):
         t0 = time.perf_counter()
         obs, rew, term, trunc, info = self.env.step(actions)
         dt = time.perf_counter() - t0
-        inner_reset = float(info.get("reset_time_s", 0.0))
+        base = self.env.unwrapped
+        inner_reset = float(getattr(base, "last_reset_time_s", 0.0))
         valid = ~self._pending
         if "valid" in info:
             valid &= np.asarray(info["valid"], bool)
@@ -229,7 +231,7 @@ class SamplingStats(VectorWrapper):
         c.n_valid += int(valid.sum())
         c.t_step += dt - inner_reset
         c.t_reset += inner_reset
-        c.resets += int(np.asarray(info.get("worlds_reset", self._pending.sum())))
+        c.resets += int(getattr(base, "last_worlds_reset", self._pending.sum()))
         c.episodes += int(ended.sum())
         c.episode_steps += int(self._episode_len[ended].sum())
         self._episode_len[ended] = 0

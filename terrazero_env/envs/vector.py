@@ -93,6 +93,9 @@ class TerraZeroVectorEnv(VectorEnv):
         self.render_mode = render_mode
         self.obs_layout = e.obs_layout
         self._pending = np.zeros(self.num_worlds, bool)  # NEXT_STEP: worlds to reset on the next step
+        #: Seconds spent resetting worlds inside the last ``step`` (autoreset), and how many.
+        self.last_reset_time_s = 0.0
+        self.last_worlds_reset = 0
         self._valid = np.zeros(self.num_envs, bool)
 
     # -------------------------------------------------------------------------------------- reset
@@ -195,11 +198,11 @@ class TerraZeroVectorEnv(VectorEnv):
                 t0 = time.perf_counter()
                 self.reset_worlds(ids)
                 t_reset += time.perf_counter() - t0
-            info["reset_time_s"], info["worlds_reset"] = t_reset, int(ids.size)
+            self.last_reset_time_s, self.last_worlds_reset = t_reset, int(ids.size)
             info["valid"] = valid
             self._valid = valid
             return e.observations, rewards, terms, truncs, info
-        info["reset_time_s"], info["worlds_reset"] = t_reset, int(pending.size)
+        self.last_reset_time_s, self.last_worlds_reset = t_reset, int(pending.size)
         info["valid"] = valid
         self._valid = valid
         return e.observations, e.rewards, e.terminated, e.truncated, info
