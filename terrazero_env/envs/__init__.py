@@ -24,14 +24,32 @@ ENV_ID = "TerraZero/Drive-v0"
 
 def make_vec(num_worlds: int | None = None, preset: str | EngineConfig | None = "quick", *,
              autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, num_threads: int = 1,
-             render_mode: str | None = None, **overrides: Any) -> TerraZeroVectorEnv:
+             render_mode: str | None = None, num_workers: int = 1, worker_context: str | None = None,
+             dataset: Any = None, **overrides: Any) -> TerraZeroVectorEnv:
     """The native vector env: ``num_worlds`` worlds (default: the preset's) of the preset's
     ``slots_per_world`` controlled slots each; ``overrides`` are dotted config names
-    (``obs__dtype="float16"`` or ``**{"obs.dtype": "float16"}``)."""
+    (``obs__dtype="float16"`` or ``**{"obs.dtype": "float16"}``).
+
+    ``num_workers > 1`` splits the worlds over that many processes sharing their buffers with this
+    one (``workers.MultiProcessEngine``; rollouts are identical to ``num_workers=1``), each stepping
+    its worlds with ``num_threads`` threads; ``worker_context``: their start method (default
+    forkserver on Linux, else spawn). Scripts that build such an env need the
+    ``if __name__ == "__main__":`` guard, and ``close()`` stops the workers.
+
+    ``dataset``: a ``terrazero_env.maps.Dataset`` from which every world reset draws its scenario
+    (in-process engine only)."""
     cfg = load_config(preset, **overrides)
     if num_worlds is not None:
         cfg = cfg.with_overrides(num_worlds=int(num_worlds))
-    return TerraZeroVectorEnv(cfg, autoreset_mode=autoreset_mode, num_threads=num_threads, render_mode=render_mode)
+    engine = None
+    if dataset is not None and num_workers > 1:
+        raise ValueError("a dataset of scenarios needs num_workers=1 (workers hold fixed maps)")
+    if num_workers > 1:
+        from .workers import MultiProcessEngine
+
+        engine = MultiProcessEngine(cfg, num_workers, num_threads=num_threads, context=worker_context)
+    return TerraZeroVectorEnv(cfg, autoreset_mode=autoreset_mode, num_threads=num_threads, render_mode=render_mode,
+                              engine=engine, dataset=dataset)
 
 
 def _vector_entry(num_envs: int = 1, preset: str | EngineConfig | None = "quick", **kwargs: Any) -> TerraZeroVectorEnv:
