@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from terrazero_env.wrappers import DPSA, SGR, SamplingStats
 
 from terrazero_env.config_io import load_config
 from terrazero_env.envs.vector import TerraZeroVectorEnv
 from terrazero_env.maps import asset_path, load
-from terrazero_env.wrappers import DPSA, SGR, SamplingStats
 
 SCENE = {"slots_per_world": 1, "max_agents_per_world": 16, "init.num_agents": [8, 16], "episode_length": 256}
 

@@ -23,7 +23,7 @@ rng = np.random.default_rng(0)
 n_actions = engine.num_actions(0)
 live = 0
 t0 = time.perf_counter()
-for t in range(args.steps):
+for _ in range(args.steps):
     engine.step(rng.integers(0, n_actions, engine.actions.shape[0]).astype(np.int32))
     live += int(engine.valid.sum())
     done = engine.world_steps >= cfg.episode_length

@@ -12,9 +12,9 @@ import time
 
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecMonitor
+from terrazero_env.wrappers import SB3VecEnv
 
 import terrazero_env
-from terrazero_env.wrappers import SB3VecEnv
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--timesteps", type=int, default=20_000)

@@ -8,9 +8,10 @@ compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class GoalBehavior(IntEnum):
 #: terms the paper holds at zero (goal progress, target speed), a wrong-way weight (section 3.3:
 #: reversed travel is penalized), and five auxiliaries (delta_goal, v_goal, gamma_col, b_center,
 #: v_speed_lim).
-REWARD_PARAMS: Tuple[str, ...] = (
+REWARD_PARAMS: tuple[str, ...] = (
     "goal", "collision", "boundary", "comfort", "lane_align", "lane_center", "velocity", "vel_align",
     "reverse", "timestep", "stop_line", "red_light", "road_incursion", "speed_limit", "edge_preference",
     "goal_progress", "target_speed", "wrong_way",
@@ -74,7 +75,7 @@ REWARD_PARAMS: Tuple[str, ...] = (
 
 #: A parameter's per-type setting: a fixed value, a ``(min, max)`` range sampled uniformly per agent
 #: at reset, or ``None`` (the term is off for that type).
-RewardRange = Optional[Tuple[float, float]]
+RewardRange = tuple[float, float] | None
 
 _VEH, _PED, _CYC = 0, 1, 2  # reward columns: vehicle (car, truck, bus), pedestrian, cyclist
 
@@ -123,15 +124,15 @@ class ClassSpec:
     """Dimensions, limits and action grid of one agent class."""
 
     dynamics: DynamicsModel
-    length: Tuple[float, float]
+    length: tuple[float, float]
     """Sampled per agent at reset, metres (appendix D.1)."""
-    width: Tuple[float, float]
+    width: tuple[float, float]
     """Metres."""
-    height: Tuple[float, float]
+    height: tuple[float, float]
     """Metres."""
-    action_long: Tuple[float, ...]
+    action_long: tuple[float, ...]
     """Longitudinal action values: jerk (m/s^3) for BICYCLE_JERK, acceleration (m/s^2) otherwise."""
-    action_lat: Tuple[float, ...]
+    action_lat: tuple[float, ...]
     """Lateral action values: lateral jerk (m/s^3) for BICYCLE_JERK, steering angle (rad) for the
     other bicycles, yaw rate (rad/s) for UNICYCLE."""
     max_speed: float = 20.0
@@ -148,7 +149,7 @@ class ClassSpec:
     """Steering angle clip (rad)."""
     wheelbase_ratio: float = 0.6
     """Wheelbase as a fraction of length."""
-    comfort: Tuple[float, float, float, float] = (3.0, 3.0, 5.0, 5.0)
+    comfort: tuple[float, float, float, float] = (3.0, 3.0, 5.0, 5.0)
     """Comfort thresholds |a_long|, |a_lat| (m/s^2), |j_long|, |j_lat| (m/s^3) (appendix B)."""
     cornering_stiffness: float = 1.2e5
     """BICYCLE_TIRE: cornering stiffness per axle (N/rad)."""
@@ -279,26 +280,26 @@ class InitConfig:
     mode: InitMode = InitMode.RANDOM
     p_random: float = 1.0
     """HYBRID: probability that a world is initialized randomly rather than from its log."""
-    num_agents: Tuple[int, int] = (8, 32)
+    num_agents: tuple[int, int] = (8, 32)
     """Agents per world, drawn uniformly (inclusive) at each reset; may exceed any log."""
-    class_weights: Tuple[float, float, float, float, float] = (1.0, 0.0, 0.0, 0.0, 0.0)
+    class_weights: tuple[float, float, float, float, float] = (1.0, 0.0, 0.0, 0.0, 0.0)
     """Relative frequency of car, truck, bus, pedestrian, cyclist among randomly placed agents."""
-    controlled: Tuple[bool, bool, bool, bool, bool] = (True, True, True, False, False)
+    controlled: tuple[bool, bool, bool, bool, bool] = (True, True, True, False, False)
     """Which classes the policy controls (planner: vehicles only); others are background agents."""
-    initial_speed: Tuple[float, float] = (0.0, 2.0)
+    initial_speed: tuple[float, float] = (0.0, 2.0)
     """Initial speed range for random placement (m/s): low speed, appendix D.1."""
-    goal_distance: Tuple[float, float] = (20.0, 120.0)
+    goal_distance: tuple[float, float] = (20.0, 120.0)
     """Goal arc length along the lane graph (m)."""
     goal_min_forward: float = 5.0
     """A goal must lie at least this far ahead of the agent along its heading (m)."""
-    goal_dropout: Tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
+    goal_dropout: tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
     """Per-class fraction of controlled agents whose goal is hidden (section 5.1)."""
     goal_behavior: GoalBehavior = GoalBehavior.NEW_GOAL
     placement_tries: int = 50
     """Rejection-sampling attempts per agent before the world is filled with fewer agents."""
     spawn_clearance: float = 1.0
     """Extra gap (m) around a new agent's box that must be free of other agents."""
-    kinematic_range: Tuple[float, float] = (0.5, 1.5)
+    kinematic_range: tuple[float, float] = (0.5, 1.5)
     """Range of the four kinematic coefficients (appendix D.4)."""
     randomize_kinematics: bool = True
 
@@ -330,7 +331,7 @@ def _default_consequences() -> dict[str, Consequence]:
 class EngineConfig:
     """Everything the engine needs besides the map."""
 
-    maps: Tuple[str, ...] = ("grid_town",)
+    maps: tuple[str, ...] = ("grid_town",)
     """Map sources (bundled names or ``.tzb``/``.json``/``.yaml`` paths); worlds take them round-robin."""
     num_worlds: int = 1
     slots_per_world: int = 32
@@ -348,7 +349,7 @@ class EngineConfig:
     lane_max_distance: float = 8.0
     """An agent further than this from every lane centerline has no current lane (m)."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
-    rewards: Mapping[str, Tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
+    rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
     obs: ObsConfig = field(default_factory=ObsConfig)
     init: InitConfig = field(default_factory=InitConfig)
 
@@ -388,7 +389,7 @@ class EngineConfig:
                     raise ValueError(f"EngineConfig.rewards[{k!r}]: each setting is None or (min, max) "
                                      f"with min <= max, got {c!r}")
 
-    def with_overrides(self, **kw: Any) -> "EngineConfig":
+    def with_overrides(self, **kw: Any) -> EngineConfig:
         """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""
         for sub in ("obs", "init"):
             if isinstance(kw.get(sub), dict):

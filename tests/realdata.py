@@ -28,7 +28,7 @@ def fetch(package: str, version: str, kind: str = "sdist") -> Path:
         return target
     download = CACHE / "downloads"
     download.mkdir(parents=True, exist_ok=True)
-    flags = ["--no-binary", ":all:"] if kind == "sdist" else ["--only-binary", ":all:"]
+    flags = ["--no-binary", package] if kind == "sdist" else ["--only-binary", ":all:"]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *flags, "-d", str(download), f"{package}=={version}"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:

@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from terrazero_env.wrappers import DPSA, SGR, LiveVectorEnv, SamplingStats, make_dpsa_vec
 
 import terrazero_env
-from terrazero_env.wrappers import DPSA, SGR, LiveVectorEnv, SamplingStats, make_dpsa_vec
 
 
 class ScriptedEnv(gym.Env):

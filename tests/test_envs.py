@@ -12,8 +12,14 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import terrazero_env
-from terrazero_env.config_io import apply_overrides, config_from_dict, config_to_dict, dump_config, load_config, presets
-
+from terrazero_env.config_io import (
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    dump_config,
+    load_config,
+    presets,
+)
 
 # ------------------------------------------------------------------------------------ gymnasium
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_junction
 
 from terrazero_env.maps import MapData, Ragged, TerrabinError, build, load, save
-from terrazero_env.maps.terrabin import MAGIC, VERSION, read_sections
+from terrazero_env.maps.terrabin import VERSION, read_sections
 
 
 def assert_maps_identical(a: MapData, b: MapData) -> None:

@@ -23,7 +23,7 @@ from pettingzoo.utils import parallel_to_aec
 from .. import _engine
 from ..config import EngineConfig
 from ..config_io import load_config
-from .vector import action_space, observation_space, seeds_for
+from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["ParallelDriveEnv", "aec_env", "parallel_env"]
 
@@ -62,12 +62,7 @@ class ParallelDriveEnv(ParallelEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         base = int(np.random.default_rng().integers(0, 2**63 - 1)) if seed is None else seed
-        for s in seeds_for(base, self.max_reset_tries):
-            self.engine.reset([0], [int(s)])
-            if self.engine.valid.any():
-                break
-        else:
-            raise RuntimeError(f"no controlled agent could be placed in {self.max_reset_tries} tries")
+        reset_until_live(self.engine, base, self.max_reset_tries)
         self.agents = [a for a in self.possible_agents if self.engine.valid[self._index[a]]]
         obs = self.engine.observations
         return {a: obs[self._index[a]].copy() for a in self.agents}, self._infos(self.agents)
@@ -96,9 +91,7 @@ class ParallelDriveEnv(ParallelEnv):
     @property
     def state(self) -> dict[str, Any]:
         """Read-only views of the world's agents (see ``Engine.agents``) and its map."""
-        e = self.engine
-        return {"agents": e.agents[0, : int(e.n_agents_per_world[0])], "map": e.road_maps[0].map_data,
-                "world_step": int(e.world_steps[0])}
+        return world_state(self.engine, 0)
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _engine
 from ..config import EngineConfig
 from ..config_io import load_config
-from .vector import action_space, observation_space, seeds_for
+from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["DriveEnv"]
 
@@ -56,13 +56,9 @@ class DriveEnv(gym.Env):
         super().reset(seed=None if seed is None else int(seed) % (1 << 128))
         base = int(self.np_random.integers(0, 2**63 - 1)) if seed is None else seed
         # A scene where no ego could be placed is redrawn from the next derived seed.
-        for s in seeds_for(base, self.max_reset_tries):
-            self.engine.reset([0], [int(s)])
-            if self.engine.valid[0]:
-                self._done = False
-                return self.engine.observations[0].copy(), self._info()
-        raise RuntimeError(f"no ego vehicle could be placed in {self.max_reset_tries} tries on "
-                           f"{self.config.maps}; lower init.num_agents or use a larger map")
+        reset_until_live(self.engine, base, self.max_reset_tries)
+        self._done = False
+        return self.engine.observations[0].copy(), self._info()
 
     def step(self, action: Any):
         if self._done:
@@ -79,9 +75,7 @@ class DriveEnv(gym.Env):
     @property
     def state(self) -> dict[str, Any]:
         """Read-only views of the scene's agents (see ``Engine.agents``) and its map."""
-        e = self.engine
-        return {"agents": e.agents[0, : int(e.n_agents_per_world[0])], "map": e.road_maps[0].map_data,
-                "world_step": int(e.world_steps[0])}
+        return world_state(self.engine, 0)
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":

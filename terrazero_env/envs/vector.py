@@ -35,7 +35,7 @@ from gymnasium.vector.utils import batch_space
 from .. import _engine
 from ..config import AgentType, EngineConfig
 
-__all__ = ["TerraZeroVectorEnv", "observation_space", "action_space", "seeds_for"]
+__all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
 
 
 #: Every observed value is scaled to order one (appendix C); +-100 bounds even a goal 20 km away.
@@ -62,6 +62,24 @@ def seeds_for(seed: int, n: int) -> np.ndarray:
     """``n`` engine seeds (uint64) derived from any Python integer (negative or huge included)."""
     ss = np.random.SeedSequence(int(seed) % (1 << 128))
     return ss.generate_state(n, np.uint64)
+
+
+def world_state(engine: Any, world: int = 0) -> dict[str, Any]:
+    """Read-only views of one world's agents (fields documented on ``Engine.agents``), its map and
+    its step count."""
+    return {"agents": engine.agents[world, : int(engine.n_agents_per_world[world])],
+            "map": engine.road_maps[int(engine.world_map[world])].map_data,
+            "world_step": int(engine.world_steps[world])}
+
+
+def reset_until_live(engine: Any, seed: int, tries: int) -> None:
+    """Reset world 0 from seeds derived from ``seed`` until a controlled agent could be placed."""
+    for s in seeds_for(seed, tries):
+        engine.reset([0], [int(s)])
+        if engine.valid.any():
+            return
+    raise RuntimeError(f"no controlled agent could be placed in {tries} tries on {engine.config.maps}; "
+                       "lower init.num_agents or use a larger map")
 
 
 class TerraZeroVectorEnv(VectorEnv):

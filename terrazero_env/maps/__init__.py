@@ -10,6 +10,7 @@ Typical use::
 
 from . import procedural
 from .builder import BuildConfig, MapValidationError, build, validate
+from .dataset import Dataset
 from .schema import (
     AgentType,
     ControlType,
@@ -29,7 +30,6 @@ from .schema import (
     StopSigns,
     Tracks,
 )
-from .dataset import Dataset
 from .sources import asset_path, bundled_maps, load_source
 from .terrabin import TerrabinError, load, save
 

@@ -18,9 +18,10 @@ Conventions (TerraZero section 3.4):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,7 @@ class Ragged:
     @classmethod
     def from_rows(
         cls, rows: Iterable[Sequence[Any] | np.ndarray], dtype: Any, row_shape: tuple[int, ...] = ()
-    ) -> "Ragged":
+    ) -> Ragged:
         """Pack a sequence of rows; each row is array-like of shape ``[k, *row_shape]``."""
         arrays = [np.asarray(r, dtype=dtype).reshape((-1, *row_shape)) for r in rows]
         offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
@@ -148,7 +149,7 @@ class Ragged:
         return cls(values=np.ascontiguousarray(values, dtype=dtype), offsets=offsets)
 
     @classmethod
-    def empty(cls, n: int, dtype: Any, row_shape: tuple[int, ...] = ()) -> "Ragged":
+    def empty(cls, n: int, dtype: Any, row_shape: tuple[int, ...] = ()) -> Ragged:
         """``n`` empty rows."""
         return cls(values=np.zeros((0, *row_shape), dtype=dtype), offsets=np.zeros(n + 1, np.int64))
 
@@ -228,7 +229,7 @@ class Lanes:
         predecessors: Iterable[Sequence[int]] | None = None,
         left_neighbor: Sequence[int] | np.ndarray | None = None,
         right_neighbor: Sequence[int] | np.ndarray | None = None,
-    ) -> "Lanes":
+    ) -> Lanes:
         """Lanes from Python sequences; derived fields start empty (``build`` fills them)."""
         cl = Polylines(centerlines)
         n = len(cl)
@@ -268,7 +269,7 @@ class RoadLines:
     """uint8 ``[n]``, :class:`RoadLineType`."""
 
     @classmethod
-    def create(cls, lines: Iterable[np.ndarray], line_type: Sequence[int] | np.ndarray) -> "RoadLines":
+    def create(cls, lines: Iterable[np.ndarray], line_type: Sequence[int] | np.ndarray) -> RoadLines:
         return cls(Polylines(lines), np.asarray(line_type, np.uint8).reshape(-1))
 
     def __len__(self) -> int:
@@ -289,7 +290,7 @@ class StopLines:
     """int32 ``[S]``: the intersection the bar guards, -1 if none (derived)."""
 
     @classmethod
-    def create(cls, segments: Sequence[Any] | np.ndarray, lanes: Iterable[Sequence[int]] | None = None) -> "StopLines":
+    def create(cls, segments: Sequence[Any] | np.ndarray, lanes: Iterable[Sequence[int]] | None = None) -> StopLines:
         pts = np.asarray(segments, np.float64).reshape(-1, 2, 3 if np.asarray(segments).shape[-1:] == (3,) else 2)
         if pts.shape[-1] == 2:
             pts = np.concatenate([pts, np.zeros((*pts.shape[:2], 1))], axis=2)
@@ -327,7 +328,7 @@ class Signals:
         movement: Sequence[int] | np.ndarray,
         position: Sequence[Any] | np.ndarray,
         lanes: Iterable[Sequence[int]] | None = None,
-    ) -> "Signals":
+    ) -> Signals:
         sl = np.asarray(stop_line, np.int32).reshape(-1)
         pos = _points3(position, sl.shape[0])
         return cls(
@@ -352,7 +353,7 @@ class StopSigns:
     """int32 ``[N]``."""
 
     @classmethod
-    def create(cls, position: Sequence[Any] | np.ndarray, stop_line: Sequence[int] | np.ndarray) -> "StopSigns":
+    def create(cls, position: Sequence[Any] | np.ndarray, stop_line: Sequence[int] | np.ndarray) -> StopSigns:
         sl = np.asarray(stop_line, np.int32).reshape(-1)
         pos = _points3(position, sl.shape[0])
         return cls(position=pos, stop_line=sl)
@@ -369,7 +370,7 @@ class Intersections:
     """int32 lane ids inside each intersection."""
 
     @classmethod
-    def create(cls, lanes: Iterable[Sequence[int]]) -> "Intersections":
+    def create(cls, lanes: Iterable[Sequence[int]]) -> Intersections:
         return cls(_ids(lanes))
 
     def __len__(self) -> int:
@@ -422,7 +423,7 @@ class MapData:
     metadata: dict[str, Any] = field(default_factory=dict)
     """JSON-serialisable provenance (source, generator parameters, seed, ...)."""
 
-    def replace(self, **changes: Any) -> "MapData":
+    def replace(self, **changes: Any) -> MapData:
         return dataclasses.replace(self, **changes)
 
     def bounds(self) -> tuple[float, float, float, float]:

@@ -140,14 +140,14 @@ def from_scenario(sc: dict[str, Any], *, name: str = "", handedness: str | None 
         return bar_of_lane[lane]
 
     sig_line, sig_pos = [], []
-    for k, s in (sc.get("dynamic_map_states") or {}).items():
+    for s in (sc.get("dynamic_map_states") or {}).values():
         if s.get("type", "TRAFFIC_LIGHT") != "TRAFFIC_LIGHT" or s.get("lane") not in index:
             continue
         sig_line.append(bar_for(index[s["lane"]]))
         pos = np.asarray(s.get("stop_point", centerlines[index[s["lane"]]][-1]), np.float64).reshape(-1)
         sig_pos.append(np.r_[pos[:2], pos[2] if pos.shape[0] > 2 else 0.0])
     stop_line_ids, stop_pos = [], []
-    for k, f in feats.items():
+    for f in feats.values():
         if f.get("type") == "STOP_SIGN":
             for lane in _ids(f.get("lane")):
                 if lane in index:
