@@ -27,9 +27,12 @@ from rng cimport Rng, rng_seed, rng_uniform, rng_range, rng_int, rng_normal
 from dynamics cimport step_dynamics
 from rules cimport (AGENT_BUCKETS, offroad, lane_state, grid_build, collides, point_in_rings,
                     box_touches_segments)
-from observe cimport ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, float_to_half
+from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, write_traffic,
+                     float_to_half)
 from rewards cimport StepEvents, step_reward
 from scene cimport lane_length, lane_point, sample_goal
+from signals cimport SigParams, SigState, signals_reset, signals_tick
+from traffic cimport StopRules, traffic_rules, front_centre
 
 cnp.import_array()
 

@@ -36,7 +36,22 @@ cdef enum:
     CNT_WRONG_WAY = 2
     CNT_GOAL = 3
     CNT_COMFORT = 4
-    N_COUNTERS = 5
+    CNT_STOP_LINE = 5
+    CNT_RED_LIGHT = 6
+    N_COUNTERS = 7
+
+# Signal states (per head and, aggregated, per stop line).
+cdef enum:
+    SIG_RED = 0
+    SIG_YELLOW = 1
+    SIG_GREEN = 2
+    SIG_OFF = 3
+
+# Stop-sign states of an agent (the ego observation's one-hot).
+cdef enum:
+    STOP_NOT_IN_REGION = 0
+    STOP_MUST_STOP = 1
+    STOP_CLEARED = 2
 
 # Reward parameters (terrazero_env.config.REWARD_PARAMS order).
 cdef enum:
@@ -156,6 +171,22 @@ ctypedef struct MapC:
     int handedness             # 0 right-hand traffic, 1 left-hand traffic
     const double* walk_bbox    # [n_walks, 4]: xmin, ymin, xmax, ymax of each sidewalk ring
     const double* cross_bbox   # [n_cross, 4]
+    # stop lines and signals
+    Py_ssize_t n_stop_lines, n_heads, n_inter
+    const double* sl_pts       # [S, 2, 3]
+    const unsigned char* sl_control   # [S] ControlType
+    const int* lane_stop_line  # [L]
+    const int* head_sl         # [G]
+    const long long* leg_off   # [I + 1] -> legs
+    const int* legs
+    const long long* leg_head_off     # [n_legs + 1] -> leg_heads
+    const int* leg_heads
+    const long long* stage_off        # [I + 1] -> stages
+    const unsigned char* stage_kind
+    const long long* stage_head_off   # [n_stages + 1] -> stage_heads
+    const int* stage_heads
+    const long long* stage_perm_off   # [n_stages + 1] -> stage_perm
+    const int* stage_perm
     # logged tracks (log and hybrid initialization)
     Py_ssize_t n_tracks, track_steps
     const double* track_state  # [A, T, 6]: x, y, z, heading, vx, vy
@@ -188,3 +219,7 @@ ctypedef struct Agent:
     int goal_hidden, collided, offroad, wrong_way, on_crosswalk, halted, goal_reached
     int log_index
     int n_comfort
+    # traffic rules
+    double front_x, front_y    # front centre before this step's motion (swept-path test)
+    int stop_state, red_light, ran_stop_line
+    double stop_dwell, stop_need

@@ -43,6 +43,7 @@ cdef class Engine:
     cdef int* idxbuf
     cdef int* prev_np
     cdef int* prev_nr
+    cdef int* prev_nt
     cdef int* slot_of
     cdef int* act
     cdef int* nact
@@ -56,7 +57,20 @@ cdef class Engine:
     cdef uint16_t* obs_h
     cdef Py_ssize_t obs_dim
     cdef EgoLayout ego
-    cdef EntityLayout partners, road
+    cdef EntityLayout partners, road, traffic
+    cdef SigParams sigp
+    cdef StopRules stop_rules
+    cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
+    cdef object _sig                         # numpy owners of the signal-state arrays
+    cdef unsigned char* sig_head
+    cdef unsigned char* sig_sl
+    cdef double* sig_sl_timer
+    cdef int* sig_stage
+    cdef unsigned char* sig_phase
+    cdef double* sig_timer
+    cdef unsigned char* sig_perm
+    cdef double* tr_d2
+    cdef int* tr_idx
     cdef double cp[N_CLASSES * N_CP]
     cdef double grid_long[N_CLASSES * MAX_GRID]
     cdef double grid_lat[N_CLASSES * MAX_GRID]
@@ -165,6 +179,75 @@ cdef class Engine:
         self.idxbuf = <int*>_ptr_mut(b["idxbuf"])
         self.prev_np = <int*>_ptr_mut(b["prev_np"])
         self.prev_nr = <int*>_ptr_mut(b["prev_nr"])
+        b["prev_nt"] = np.zeros(W * K, np.int32)
+        self.prev_nt = <int*>_ptr_mut(b["prev_nt"])
+        self.s_cap = self.g_cap = self.i_cap = 0
+        self._sig = None
+        self._ensure_signal_capacity()
+
+    cdef _ensure_signal_capacity(self):
+        """Per-world signal arrays sized for the largest map in use (grown, keeping their content,
+        when a bigger map arrives through ``assign_maps``)."""
+        cdef RoadMap rm
+        S = max([1] + [(<RoadMap>r).c.n_stop_lines for r in self.road_maps])
+        G = max([1] + [(<RoadMap>r).c.n_heads for r in self.road_maps])
+        I = max([1] + [(<RoadMap>r).c.n_inter for r in self.road_maps])
+        if S <= self.s_cap and G <= self.g_cap and I <= self.i_cap and self._sig is not None:
+            return
+        S, G, I = max(S, self.s_cap), max(G, self.g_cap), max(I, self.i_cap)
+        W = self.num_worlds
+        new = {"head": np.full((W, G), 3, np.uint8), "sl": np.full((W, S), 3, np.uint8),
+               "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, I), np.int32),
+               "phase": np.zeros((W, I), np.uint8), "timer": np.zeros((W, I)), "perm": np.zeros((W, I), np.uint8),
+               "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32)}
+        if self._sig is not None:
+            for k, old in self._sig.items():
+                new[k][:, : old.shape[1]] = old
+        self._sig = new
+        self.s_cap, self.g_cap, self.i_cap = S, G, I
+        self.sig_head = <unsigned char*>_ptr_mut(new["head"])
+        self.sig_sl = <unsigned char*>_ptr_mut(new["sl"])
+        self.sig_sl_timer = <double*>_ptr_mut(new["sl_timer"])
+        self.sig_stage = <int*>_ptr_mut(new["stage"])
+        self.sig_phase = <unsigned char*>_ptr_mut(new["phase"])
+        self.sig_timer = <double*>_ptr_mut(new["timer"])
+        self.sig_perm = <unsigned char*>_ptr_mut(new["perm"])
+        self.tr_d2 = <double*>_ptr_mut(new["tr_d2"])
+        self.tr_idx = <int*>_ptr_mut(new["tr_idx"])
+
+    cdef void _sig_state(self, Py_ssize_t w, SigState* st) noexcept nogil:
+        st.head = self.sig_head + w * self.g_cap
+        st.sl = self.sig_sl + w * self.s_cap
+        st.sl_timer = self.sig_sl_timer + w * self.s_cap
+        st.stage = self.sig_stage + w * self.i_cap
+        st.phase = self.sig_phase + w * self.i_cap
+        st.timer = self.sig_timer + w * self.i_cap
+        st.perm = self.sig_perm + w * self.i_cap
+
+    def signal_states(self, int world):
+        """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
+        n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_heads
+        return self._sig["head"][world, :n].copy()
+
+    def stop_line_states(self, int world):
+        """Each stop line's state (0 red, 1 yellow, 2 green, 3 no signal), uint8 ``[S]``."""
+        n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_stop_lines
+        return self._sig["sl"][world, :n].copy()
+
+    def set_stop_line_state(self, int world, int stop_line, int state, double hold):
+        """Script one stop line under the Christmas controller: show ``state`` (0 red, 1 yellow,
+        2 green) for ``hold`` seconds, then resume cycling. For tests and scripted scenarios."""
+        if self.config.signals.controller != 0:
+            raise ValueError("set_stop_line_state scripts the Christmas controller only")
+        cdef RoadMap rm = self.road_maps[self.world_map[world]]
+        if not 0 <= stop_line < rm.c.n_stop_lines or self._sig["sl"][world, stop_line] == 3:
+            raise ValueError(f"stop line {stop_line} of world {world} has no signal")
+        if state not in (0, 1, 2) or not hold > 0:
+            raise ValueError("state must be 0 (red), 1 (yellow) or 2 (green) and hold > 0 seconds")
+        self._sig["sl"][world, stop_line] = state
+        self._sig["sl_timer"][world, stop_line] = hold
+        heads = np.nonzero(np.asarray(rm.map_data.signals.stop_line) == stop_line)[0]
+        self._sig["head"][world, heads] = state
 
     def __dealloc__(self):
         free(self.rngs)
@@ -215,6 +298,19 @@ cdef class Engine:
         self.goal_fwd = ini.goal_min_forward
         self.clearance = ini.spawn_clearance
         self.kin_lo, self.kin_hi = ini.kinematic_range
+        sg = cfg.signals
+        self.sigp.controller = int(sg.controller)
+        self.sigp.green_med, self.sigp.green_sig = sg.christmas_green
+        self.sigp.yellow_med, self.sigp.yellow_sig = sg.christmas_yellow
+        self.sigp.red_med, self.sigp.red_sig = sg.christmas_red
+        self.sigp.left_green = sg.left_green
+        self.sigp.through_green = sg.through_green
+        self.sigp.yellow = sg.yellow
+        self.sigp.all_red = sg.all_red
+        self.sigp.perm_prob = sg.permissive_left_prob
+        self.stop_rules.stop_speed = sg.stop_speed
+        self.stop_rules.dwell_lo, self.stop_rules.dwell_hi = sg.stop_dwell
+        self.stop_rules.region = sg.stop_region
         self.noise_std = cfg.obs.noise_std
         self.noise_clip = cfg.obs.noise_clip
         self.state_dropout = cfg.obs.state_dropout
@@ -243,6 +339,7 @@ cdef class Engine:
         e.kin_lo, e.kin_hi = self.config.init.kinematic_range
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
+        self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
         g = L.groups.get("partners")
         if g is not None and o.partner_acceleration:
             self.partners.accel = g.feature("acceleration").start
@@ -351,6 +448,7 @@ cdef class Engine:
                 unique.append(m)
         self.road_maps = unique
         self.world_map = np.array([next(k for k, u in enumerate(unique) if u is m) for m in in_use], np.int64)
+        self._ensure_signal_capacity()
         cdef Py_ssize_t w_i
         for w_i in range(self.num_worlds):
             rm = self.road_maps[self.world_map[w_i]]
@@ -531,6 +629,7 @@ cdef class Engine:
             self.valid_p[r] = 0
             self.prev_np[r] = 0
             self.prev_nr[r] = 0
+            self.prev_nt[r] = 0
             memset(&self.cnt[r * N_COUNTERS], 0, N_COUNTERS * sizeof(int))
         if self.obs_f != NULL:
             memset(&self.obs_f[w * K * self.obs_dim], 0, K * self.obs_dim * sizeof(float))
@@ -552,6 +651,9 @@ cdef class Engine:
         cdef Py_ssize_t i, r, K = self.slots_per_world, base = w * self.max_agents
         cdef const MapC* m = self.wmap[w]
         cdef Agent* a
+        cdef SigState st
+        self._sig_state(w, &st)
+        signals_reset(m, &self.sigp, &st, &self.rngs[w])
         for i in range(self.n_agents[w]):
             a = &self.agents[base + i]
             a.cos_h = cos(a.heading)
@@ -736,11 +838,14 @@ cdef class Engine:
         cdef const MapC* m = self.wmap[w]
         cdef Agent* a
         cdef const double* cp
-        cdef const double* st
+        cdef const double* trk
         cdef int c, act, T, nl
         cdef StepEvents ev
         cdef double d, speed
         cdef bint remove
+        cdef int prev_lane
+        cdef SigState st
+        self._sig_state(w, &st)
         # A world past its horizon has ended: its slots are no longer valid until it is reset.
         cdef bint over = self.t[w] >= self.horizon
         self.t[w] += 1
@@ -753,6 +858,8 @@ cdef class Engine:
             i = self.slot_of[r]
             self.valid_p[r] = 1 if (not over and i >= 0 and self.agents[base + i].alive and
                                     self.agents[base + i].role == ROLE_CONTROLLED) else 0
+        # 0. signals advance
+        signals_tick(m, &self.sigp, &st, &self.rngs[w], self.dt)
         # 1. dynamics and log replay
         for i in range(n):
             a = &self.agents[base + i]
@@ -761,6 +868,7 @@ cdef class Engine:
             if a.role == ROLE_CONTROLLED:
                 if over:
                     continue
+                front_centre(a, &a.front_x, &a.front_y)
                 c = a.cls
                 act = self.act[w * K + a.slot]
                 nl = self.n_lat[c]
@@ -768,11 +876,11 @@ cdef class Engine:
                               self.grid_lat[c * MAX_GRID + act % nl], self.dt)
             elif a.role == ROLE_LOG:
                 if T < m.track_steps and m.track_valid[a.log_index * m.track_steps + T]:
-                    st = &m.track_state[(a.log_index * m.track_steps + T) * 6]
-                    a.x, a.y, a.z, a.heading = st[0], st[1], st[2], st[3]
+                    trk = &m.track_state[(a.log_index * m.track_steps + T) * 6]
+                    a.x, a.y, a.z, a.heading = trk[0], trk[1], trk[2], trk[3]
                     a.cos_h = cos(a.heading)
                     a.sin_h = sin(a.heading)
-                    a.speed = st[4] * a.cos_h + st[5] * a.sin_h
+                    a.speed = trk[4] * a.cos_h + trk[5] * a.sin_h
                 else:
                     a.alive = 0
         # 2. agent grid
@@ -789,6 +897,7 @@ cdef class Engine:
             a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base],
                                   self.agent_cell, self.z_gate, 0.0)
             ev.collided = a.collided
+            prev_lane = a.lane
             lane_state(m, a, self.lane_max_dist, self.z_gate)
             speed = fabs(a.speed)
             if c == CLS_PEDESTRIAN:
@@ -802,6 +911,7 @@ cdef class Engine:
                 a.wrong_way = (a.lane >= 0 and m.lane_inter[a.lane] < 0 and
                                fabs(a.lane_heading_res) > self.wrong_way_angle and speed > 0.5)
                 ev.wrong_way = a.wrong_way
+                traffic_rules(m, a, prev_lane, st.sl, &self.stop_rules, &self.rngs[w], self.dt, &ev)
             a.n_comfort = ((fabs(a.a_long) > cp[CP_COMF_ALONG]) + (fabs(a.a_lat) > cp[CP_COMF_ALAT]) +
                            (fabs(a.j_long) > cp[CP_COMF_JLONG]) + (fabs(a.j_lat) > cp[CP_COMF_JLAT]))
             ev.comfort_violations = a.n_comfort
@@ -816,6 +926,8 @@ cdef class Engine:
             self.cnt[r * N_COUNTERS + CNT_WRONG_WAY] += ev.wrong_way
             self.cnt[r * N_COUNTERS + CNT_GOAL] += ev.goal
             self.cnt[r * N_COUNTERS + CNT_COMFORT] += ev.comfort_violations
+            self.cnt[r * N_COUNTERS + CNT_STOP_LINE] += ev.stop_line
+            self.cnt[r * N_COUNTERS + CNT_RED_LIGHT] += ev.red_light
             remove = ((ev.collided and self.conseq_collision == CONSEQ_REMOVE) or
                       (ev.offroad and self.conseq_offroad == CONSEQ_REMOVE) or
                       (ev.wrong_way and self.conseq_wrong_way == CONSEQ_REMOVE))
@@ -858,6 +970,10 @@ cdef class Engine:
         cdef ObsOut out
         cdef Agent* a
         cdef bint drop
+        cdef SigState st
+        self._sig_state(w, &st)
+        cdef double* tr_d2 = self.tr_d2
+        cdef int* tr_idx = self.tr_idx
         out.f = self.obs_f
         out.h = self.obs_h
         out.dim = self.obs_dim
@@ -878,6 +994,9 @@ cdef class Engine:
                                                  self.prev_np[r])
             if self.road.max_n > 0:
                 self.prev_nr[r] = write_road(&out, r * self.obs_dim, &self.road, &m.obs, a, self.prev_nr[r])
+            if self.traffic.max_n > 0:
+                self.prev_nt[r] = write_traffic(&out, r * self.obs_dim, &self.traffic, m, a, st.sl,
+                                                tr_d2 + w * self.s_cap, tr_idx + w * self.s_cap, self.prev_nt[r])
 
 
 cdef void* _ptr_mut(a):

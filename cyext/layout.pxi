@@ -13,10 +13,10 @@ PARTNER_FEATURES = (("rel_pos", 2), ("vehicle_dims", 2), ("rel_heading", 2), ("s
                     ("acceleration", 2))
 #: Road-segment features of table 11.
 ROAD_FEATURES = (("rel_pos", 2), ("segment_dims", 2), ("rel_angle", 2), ("road_type", 1))
-#: Traffic-entity features of table 12 (slots reserved; written by the traffic-rules layer).
+#: Traffic-entity features of table 12: the nearest stop lines (entity type 0) with their signal state.
 TRAFFIC_FEATURES = (("entity_type", 1), ("rel_pos", 3), ("signal_state", 4), ("stop_line_endpoints", 4))
 #: Columns of Engine.counters.
-COUNTER_NAMES = ("collision", "offroad", "wrong_way", "goal_reached", "comfort_violations")
+COUNTER_NAMES = ("collision", "offroad", "wrong_way", "goal_reached", "comfort_violations", "stop_line", "red_light")
 
 
 class ObsGroup:

@@ -154,11 +154,10 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
         obs_put(o, b + L.acceleration, 0.0 if state_dropout else a.a_long / 5.0)
         obs_put(o, b + L.acceleration + 1, 0.0 if state_dropout else a.a_lat / 4.0)
     if L.stop_sign_state >= 0:
-        # (not in region, must stop, cleared): stop-sign regions arrive with the traffic-rules layer,
-        # until then every agent is "not in region".
-        obs_put(o, b + L.stop_sign_state, 1.0)
-        obs_put(o, b + L.stop_sign_state + 1, 0.0)
-        obs_put(o, b + L.stop_sign_state + 2, 0.0)
+        # One-hot (not in region, must stop, cleared).
+        obs_put(o, b + L.stop_sign_state, 1.0 if a.stop_state == 0 else 0.0)
+        obs_put(o, b + L.stop_sign_state + 1, 1.0 if a.stop_state == 1 else 0.0)
+        obs_put(o, b + L.stop_sign_state + 2, 1.0 if a.stop_state == 2 else 0.0)
     if L.alpha_params >= 0:
         for k in range(L.n_alpha):
             obs_put(o, b + L.alpha_params + k, a.rw_norm[L.alpha_idx[k]])
@@ -267,6 +266,69 @@ cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, con
                 v[6] = s[7]
                 obs_put_n(o, base, v, 7)
                 count += 1
+    if prev_count > count:
+        obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
+    return count
+
+
+cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, const MapC* m, Agent* a,
+                              const unsigned char* sl_state, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
+    """The stop lines nearest the agent within the radius and z gate, nearest first (table 12), so
+    the agent's own approaching stop line is never crowded out."""
+    cdef Py_ssize_t s, j, k, m_n = 0, best, base
+    cdef const double* p
+    cdef double cx, cy, cz, dx, dy, d2, tmp
+    cdef int ti, count = 0, state
+    cdef double v[12]
+    for s in range(m.n_stop_lines):
+        p = &m.sl_pts[6 * s]
+        cx = 0.5 * (p[0] + p[3])
+        cy = 0.5 * (p[1] + p[4])
+        cz = 0.5 * (p[2] + p[5])
+        dx = cx - a.x
+        dy = cy - a.y
+        d2 = dx * dx + dy * dy
+        if d2 <= L.radius2 and fabs(cz - a.z) <= L.z_gate:
+            d2buf[m_n] = d2
+            idxbuf[m_n] = <int>s
+            m_n += 1
+    for k in range(m_n):
+        if count >= L.max_n:
+            break
+        best = k
+        for j in range(k + 1, m_n):
+            if d2buf[j] < d2buf[best] or (d2buf[j] == d2buf[best] and idxbuf[j] < idxbuf[best]):
+                best = j
+        tmp = d2buf[k]
+        d2buf[k] = d2buf[best]
+        d2buf[best] = tmp
+        ti = idxbuf[k]
+        idxbuf[k] = idxbuf[best]
+        idxbuf[best] = ti
+        s = idxbuf[k]
+        p = &m.sl_pts[6 * s]
+        dx = 0.5 * (p[0] + p[3]) - a.x
+        dy = 0.5 * (p[1] + p[4]) - a.y
+        state = sl_state[s]
+        v[0] = 0.0  # entity type: stop line
+        v[1] = (dx * a.cos_h + dy * a.sin_h) * 0.02
+        v[2] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        v[3] = (0.5 * (p[2] + p[5]) - a.z) * 0.1
+        v[4] = 1.0 if state == 0 else 0.0
+        v[5] = 1.0 if state == 1 else 0.0
+        v[6] = 1.0 if state == 2 else 0.0
+        v[7] = 1.0 if state >= 3 else 0.0
+        dx = p[0] - a.x
+        dy = p[1] - a.y
+        v[8] = (dx * a.cos_h + dy * a.sin_h) * 0.02
+        v[9] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        dx = p[3] - a.x
+        dy = p[4] - a.y
+        v[10] = (dx * a.cos_h + dy * a.sin_h) * 0.02
+        v[11] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        base = row + L.start + count * L.width
+        obs_put_n(o, base, v, 12)
+        count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
     return count

@@ -275,6 +275,7 @@ cdef class RoadMap:
         else:
             c.n_tracks = c.track_steps = 0
         self._build_obs_cache(m, keep, obs_radius, obs_segment_length, obs_cell_size, obs_max_candidates)
+        self._load_signals(m, keep)
         self._keep = keep
         c.handedness = int(m.handedness)
         c.walk_bbox = _ptr_f64(keep["walk_bbox"])
@@ -305,6 +306,40 @@ cdef class RoadMap:
         xmin, ymin, xmax, ymax = m.bounds()
         c.xmin, c.ymin, c.xmax, c.ymax = xmin, ymin, xmax, ymax
         c.cx, c.cy = 0.5 * (xmin + xmax), 0.5 * (ymin + ymax)
+
+    cdef _load_signals(self, m, keep):
+        from terrazero_env.maps.signal_plan import signal_plan
+
+        cdef MapC* c = &self.c
+        keep["sl_pts"] = np.ascontiguousarray(m.stop_lines.points, np.float64).reshape(-1, 2, 3)
+        keep["sl_control"] = np.ascontiguousarray(m.stop_lines.control, np.uint8)
+        keep["lane_stop_line"] = np.ascontiguousarray(m.lanes.stop_line, np.int32)
+        keep["head_sl"] = np.ascontiguousarray(m.signals.stop_line, np.int32)
+        plan = signal_plan(m)
+        for k, v in plan.items():
+            keep["plan_" + k] = v
+        c.n_stop_lines = len(m.stop_lines)
+        c.n_heads = len(m.signals)
+        c.n_inter = plan["leg_off"].shape[0] - 1
+        c.sl_pts = _ptr_f64(keep["sl_pts"])
+        c.sl_control = _ptr_u8(keep["sl_control"])
+        c.lane_stop_line = _ptr_i32(keep["lane_stop_line"])
+        c.head_sl = _ptr_i32(keep["head_sl"])
+        c.leg_off = _ptr_i64(plan["leg_off"])
+        c.legs = _ptr_i32(plan["legs"])
+        c.leg_head_off = _ptr_i64(plan["leg_head_off"])
+        c.leg_heads = _ptr_i32(plan["leg_heads"])
+        c.stage_off = _ptr_i64(plan["stage_off"])
+        c.stage_kind = _ptr_u8(plan["stage_kind"])
+        c.stage_head_off = _ptr_i64(plan["stage_head_off"])
+        c.stage_heads = _ptr_i32(plan["stage_heads"])
+        c.stage_perm_off = _ptr_i64(plan["stage_perm_off"])
+        c.stage_perm = _ptr_i32(plan["stage_perm"])
+
+    @property
+    def signal_plan(self):
+        """The static controller plan (see ``terrazero_env.maps.signal_plan``)."""
+        return {k[5:]: v for k, v in self._keep.items() if k.startswith("plan_")}
 
     cdef _build_obs_cache(self, m, keep, double radius, double seg_len, double cell, int max_cand):
         parts = []

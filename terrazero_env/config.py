@@ -19,7 +19,7 @@ from .maps.schema import AgentType
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
-    "InitMode", "ObsConfig", "REWARD_PARAMS", "RewardRange", "default_classes", "default_rewards",
+    "InitMode", "ObsConfig", "REWARD_PARAMS", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
 
@@ -323,6 +323,59 @@ class InitConfig:
             raise ValueError(f"InitConfig.placement_tries: at least 1, got {self.placement_tries}")
 
 
+class SignalController(IntEnum):
+    """Traffic-light controllers (TerraZero section 4.5)."""
+
+    CHRISTMAS = 0
+    """Every stop line cycles red -> green -> yellow on its own, LogNormal dwell times (default)."""
+    NEMA = 1
+    """Dual-ring eight-phase plan: protected lefts, then throughs, per road pair, barrier between."""
+    ROUND_ROBIN = 2
+    """One approach leg green at a time, rotating around the intersection."""
+
+
+@dataclass(frozen=True)
+class SignalConfig:
+    """Signals and stop signs (TerraZero sections 3.3 and 4.5). Times in seconds, speeds in m/s."""
+
+    controller: SignalController = SignalController.CHRISTMAS
+    christmas_green: tuple[float, float] = (12.0, 0.3)
+    """LogNormal (median, sigma) of a green dwell."""
+    christmas_yellow: tuple[float, float] = (3.0, 0.1)
+    christmas_red: tuple[float, float] = (15.0, 0.4)
+    left_green: float = 8.0
+    """NEMA protected-left green."""
+    through_green: float = 20.0
+    """NEMA through green; round-robin leg green."""
+    yellow: float = 3.0
+    all_red: float = 1.0
+    permissive_left_prob: float = 0.5
+    """Per-intersection probability that protected lefts are flipped to permissive at reset."""
+    stop_speed: float = 0.5
+    """A stop sign counts the dwell only below this speed."""
+    stop_dwell: tuple[float, float] = (1.0, 3.0)
+    """Required dwell at a stop sign, drawn per approach."""
+    stop_region: float = 8.0
+    """Distance before a stop bar within which an agent is in the stop sign's region (m)."""
+
+    def __post_init__(self) -> None:
+        for name in ("christmas_green", "christmas_yellow", "christmas_red"):
+            med, sig = getattr(self, name)
+            if not (med > 0 and sig >= 0 and math.isfinite(med) and math.isfinite(sig)):
+                raise ValueError(f"SignalConfig.{name}: (median > 0, sigma >= 0), got {(med, sig)}")
+        for name in ("left_green", "through_green", "yellow", "stop_region"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"SignalConfig.{name}: a positive number of seconds or metres, got {v!r}")
+        if not (math.isfinite(self.all_red) and self.all_red >= 0):
+            raise ValueError(f"SignalConfig.all_red: seconds >= 0, got {self.all_red!r}")
+        if not 0.0 <= self.permissive_left_prob <= 1.0:
+            raise ValueError(f"SignalConfig.permissive_left_prob: a probability, got {self.permissive_left_prob!r}")
+        lo, hi = self.stop_dwell
+        if not (0 <= lo <= hi and math.isfinite(hi)) or not self.stop_speed > 0:
+            raise ValueError("SignalConfig.stop_dwell must be (min, max) with 0 <= min <= max; stop_speed > 0")
+
+
 def _default_consequences() -> dict[str, Consequence]:
     return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE}
 
@@ -352,6 +405,7 @@ class EngineConfig:
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
     obs: ObsConfig = field(default_factory=ObsConfig)
     init: InitConfig = field(default_factory=InitConfig)
+    signals: SignalConfig = field(default_factory=SignalConfig)
 
     def __post_init__(self) -> None:
         if isinstance(self.maps, str) or len(self.maps) == 0:
@@ -391,7 +445,7 @@ class EngineConfig:
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
         """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""
-        for sub in ("obs", "init"):
+        for sub in ("obs", "init", "signals"):
             if isinstance(kw.get(sub), dict):
                 kw[sub] = replace(getattr(self, sub), **kw[sub])
         known = {f.name for f in fields(self)}

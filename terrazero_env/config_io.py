@@ -39,6 +39,7 @@ from .config import (
     EngineConfig,
     GoalBehavior,
     InitMode,
+    SignalController,
 )
 
 __all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config", "presets"]
@@ -46,7 +47,8 @@ __all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "dump_config
 _CLASS_NAMES = [a.name.lower() for a in AgentType]
 _COLUMNS = ("vehicle", "pedestrian", "cyclist")
 _PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
-_ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel}
+_ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel,
+                                          "controller": SignalController}
 
 
 def _plain(v: Any) -> Any:
@@ -70,7 +72,7 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                               for k, cols in v.items()}
         elif f.name == "consequences":
             out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
-        elif f.name in ("obs", "init"):
+        elif f.name in ("obs", "init", "signals"):
             sub = {}
             for g in dataclasses.fields(v):
                 x = getattr(v, g.name)
@@ -138,7 +140,7 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
-        elif key in ("obs", "init"):
+        elif key in ("obs", "init", "signals"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
             fields = {}

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from .maps.render import render_map
 
-__all__ = ["RolloutRecorder", "draw_agents", "frame_rgb", "render_world"]
+__all__ = ["RolloutRecorder", "draw_agents", "draw_signals", "frame_rgb", "render_world"]
 
 #: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
 _CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
@@ -31,6 +31,17 @@ def _boxes(s: dict[str, np.ndarray]) -> np.ndarray:
     lx = hl * np.array([1, 1, -1, -1])
     ly = hw * np.array([-1, 1, 1, -1])
     return np.stack([s["x"][:, None] + lx * c - ly * si, s["y"][:, None] + lx * si + ly * c], axis=-1)
+
+
+_SIGNAL_RGBA = np.array([[0.86, 0.1, 0.1, 1.0], [0.95, 0.8, 0.1, 1.0], [0.15, 0.75, 0.2, 1.0], [0.6, 0.6, 0.6, 1.0]])
+
+
+def draw_signals(ax: Any, map_data: Any, states: np.ndarray) -> None:
+    """Signal heads as dots in their current colour (0 red, 1 yellow, 2 green)."""
+    if len(map_data.signals):
+        pos = map_data.signals.position
+        ax.scatter(pos[:, 0], pos[:, 1], s=14, c=_SIGNAL_RGBA[np.minimum(states, 3)], edgecolors="black",
+                   linewidths=0.4, zorder=10)
 
 
 def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[str, np.ndarray]] = ()) -> None:
@@ -68,7 +79,7 @@ def render_world(engine: Any, world: int = 0, path: str | Path | None = None, *,
     rm = engine.road_maps[int(engine.world_map[world])]
     states = engine.agent_states(world)
     t = int(engine.world_steps[world])
-    fig = render_map(rm.map_data, None, dpi=dpi,
+    fig = render_map(rm.map_data, None, dpi=dpi, signal_states=engine.signal_states(world),
                      title=title or f"{rm.map_data.name}: world {world}, step {t}, "
                                     f"{int(states['alive'].sum())} agents")
     ax = fig.axes[0]
@@ -105,6 +116,7 @@ class RolloutRecorder:
     def __init__(self, engine: Any, world: int = 0, *, zoom: float | None = None, dpi: int = 80, trail: int = 20):
         rm = engine.road_maps[int(engine.world_map[world])]
         self.engine, self.world, self.zoom, self.trail = engine, world, zoom, trail
+        self.map_data = rm.map_data
         self.fig = render_map(rm.map_data, None, dpi=dpi, title=rm.map_data.name)
         self.ax = self.fig.axes[0]
         self.frames: list[np.ndarray] = []
@@ -114,6 +126,7 @@ class RolloutRecorder:
         """Draw the world's current state and keep the frame (RGB uint8 ``[H, W, 3]``)."""
         states = self.engine.agent_states(self.world)
         before = set(self.ax.collections) | set(self.ax.texts)
+        draw_signals(self.ax, self.map_data, self.engine.signal_states(self.world))
         draw_agents(self.ax, states, self._history[-self.trail:])
         self.ax.set_title(f"{self.ax.get_title().split(':')[0]}: step {int(self.engine.world_steps[self.world])}, "
                           f"{int(states['alive'].sum())} agents", fontsize=9)

@@ -1,0 +1,232 @@
+"""Signal controllers and the traffic rules built on them (stop lines, red lights, stop signs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tiny_junction
+from shapely.geometry import LineString
+
+from terrazero_env import _engine
+from terrazero_env.config import (
+    REWARD_PARAMS,
+    AgentType,
+    Consequence,
+    EngineConfig,
+    InitConfig,
+    SignalConfig,
+    SignalController,
+)
+from terrazero_env.maps import Movement, build, procedural
+
+NONE = {"collision": Consequence.NONE, "offroad": Consequence.NONE, "wrong_way": Consequence.NONE}
+
+
+@pytest.fixture(scope="module")
+def town():
+    return build(procedural.grid_town(seed=3, rows=2, cols=2, lanes_per_direction=2))
+
+
+def _engine_for(m, controller, **signals):
+    cfg = EngineConfig(num_worlds=1, slots_per_world=2, max_agents_per_world=4, consequences=NONE,
+                       episode_length=100_000, init=InitConfig(num_agents=(1, 2)),
+                       signals=SignalConfig(controller=controller, **signals))
+    e = _engine.Engine(cfg, maps=m)
+    e.reset(seeds=[1])
+    return e
+
+
+def _conflicts(m):
+    """Pairs of signal heads of one intersection whose governed lanes cross or merge (same exit)."""
+    g = m.signals
+    lines = [LineString(r[:, :2]) for r in m.lanes.centerline.rows()]
+    out = set()
+    for a in range(len(g)):
+        for b in range(a + 1, len(g)):
+            if g.stop_line[a] == g.stop_line[b] or g.intersection[a] != g.intersection[b]:
+                continue
+            la, lb = g.lanes.row(a), g.lanes.row(b)
+            merge = set(np.concatenate([m.lanes.successors.row(int(x)) for x in la])) & \
+                set(np.concatenate([m.lanes.successors.row(int(x)) for x in lb]))
+            cross = any(lines[int(x)].crosses(lines[int(y)]) for x in la for y in lb)
+            if merge or cross:
+                out.add((a, b))
+    return out
+
+
+def test_nema_never_shows_green_to_two_conflicting_movements(town):
+    conflicts = _conflicts(town)
+    assert len(conflicts) > 20  # the check has something to catch
+    rng = np.random.default_rng(0)
+    ticks = 0
+    for trial in range(5):  # random timings, 2,000 ticks each
+        e = _engine_for(town, SignalController.NEMA, permissive_left_prob=0.0,
+                        left_green=float(rng.uniform(2, 12)), through_green=float(rng.uniform(5, 30)),
+                        yellow=float(rng.uniform(1, 4)), all_red=float(rng.uniform(0, 2)))
+        for _ in range(2000):
+            e.step(np.zeros(2, np.int32))
+            green = set(np.nonzero(e.signal_states(0) == 2)[0].tolist())
+            bad = [(a, b) for a, b in conflicts if a in green and b in green]
+            assert not bad, f"conflicting greens {bad[:3]}"
+            ticks += 1
+    assert ticks == 10_000
+
+
+def test_permissive_lefts_go_green_with_their_through_movement(town):
+    e = _engine_for(town, SignalController.NEMA, permissive_left_prob=1.0)
+    lefts = town.signals.movement == Movement.LEFT
+    seen_left_with_through = False
+    for _ in range(1500):
+        e.step(np.zeros(2, np.int32))
+        st = e.signal_states(0)
+        for sl in np.unique(town.signals.stop_line):
+            heads = town.signals.stop_line == sl
+            if (st[heads & lefts] == 2).any():
+                assert (st[heads & ~lefts] == 2).any()  # never a left arrow alone
+                seen_left_with_through = True
+    assert seen_left_with_through
+
+
+@pytest.mark.parametrize("controller", list(SignalController))
+def test_every_controller_cycles_every_stop_line_through_green(town, controller):
+    e = _engine_for(town, controller)
+    signalized = np.unique(town.signals.stop_line)
+    seen = np.zeros(len(town.stop_lines), bool)
+    for _ in range(2500):
+        e.step(np.zeros(2, np.int32))
+        seen |= e.stop_line_states(0) == 2
+    assert seen[signalized].all()
+    assert (e.stop_line_states(0)[np.setdiff1d(np.arange(len(town.stop_lines)), signalized)] == 3).all()
+
+
+def test_round_robin_shows_one_leg_at_a_time(town):
+    e = _engine_for(town, SignalController.ROUND_ROBIN)
+    inter = town.stop_lines.intersection
+    for _ in range(1000):
+        e.step(np.zeros(2, np.int32))
+        st = e.stop_line_states(0)
+        for i in np.unique(inter[np.unique(town.signals.stop_line)]):
+            lit = (st == 2) | (st == 1)
+            assert (lit & (inter == i)).sum() <= 1
+
+
+# ------------------------------------------------------------------------------------ rules
+
+@pytest.fixture(scope="module")
+def junction():
+    return build(tiny_junction())
+
+
+def _lane_end(m, lane):
+    cl = m.lanes.centerline.row(lane)
+    d = cl[-1, :2] - cl[-2, :2]
+    return cl[-1, :2], float(np.arctan2(d[1], d[0]))
+
+
+def _car_before_line(m, lane, gap, speed=0.0):
+    """A controlled car whose front is ``gap`` metres before the end of ``lane`` (its stop bar)."""
+    end, h = _lane_end(m, lane)
+    c = end - (gap + 2.25) * np.array([np.cos(h), np.sin(h)])
+    rw = {k: 0.0 for k in REWARD_PARAMS}
+    rw.update(red_light=3.0, stop_line=5.0, gamma_col=0.1, delta_goal=2.0, v_goal=3.0)
+    return {"cls": AgentType.CAR, "x": c[0], "y": c[1], "heading": h, "speed": speed, "length": 4.5,
+            "goal": tuple(end + 60 * np.array([np.cos(h), np.sin(h)])), "rw": rw, "kin": (1, 1, 1, 1)}
+
+
+def _actions(e, long_value):
+    vals = e.action_values(AgentType.CAR)
+    k = int(np.nonzero((vals[:, 0] == long_value) & (vals[:, 1] == 0))[0][0])
+    return np.full(2, k, np.int32)
+
+
+RED_LIGHT, STOP_LINE = 6, 5  # counter columns
+
+
+def test_halting_at_the_line_then_going_on_green_is_no_violation(junction):
+    e = _engine_for(junction, SignalController.CHRISTMAS)
+    e.set_scene(0, [_car_before_line(junction, 0, gap=1.0)])
+    e.set_stop_line_state(0, 0, 0, hold=3.0)  # red for 3 s
+    for _ in range(25):
+        e.step(_actions(e, 0.0))  # hold still
+    assert e.counters[0, RED_LIGHT] == 0
+    e.set_stop_line_state(0, 0, 2, hold=30.0)  # green
+    for _ in range(30):
+        e.step(_actions(e, 4.0))  # pull away across the bar
+    s = e.agent_states(0)
+    assert s["x"][0] < 4.0  # crossed the bar at x = 5 heading west
+    assert e.counters[0, RED_LIGHT] == 0
+
+
+def test_running_the_red_is_exactly_one_violation(junction):
+    e = _engine_for(junction, SignalController.CHRISTMAS)
+    e.set_scene(0, [_car_before_line(junction, 0, gap=3.0, speed=8.0)])
+    e.set_stop_line_state(0, 0, 0, hold=30.0)
+    rewards = []
+    for _ in range(15):
+        e.step(_actions(e, 0.0))
+        rewards.append(float(e.rewards[0]))
+    assert e.counters[0, RED_LIGHT] == 1
+    assert min(rewards) == pytest.approx(-(3.0 + 0.1 * 8.0), rel=1e-6)
+
+
+def test_yellow_is_legal_to_clear(junction):
+    e = _engine_for(junction, SignalController.CHRISTMAS)
+    e.set_scene(0, [_car_before_line(junction, 0, gap=3.0, speed=8.0)])
+    e.set_stop_line_state(0, 0, 1, hold=30.0)
+    for _ in range(15):
+        e.step(_actions(e, 0.0))
+    assert e.counters[0, RED_LIGHT] == 0
+
+
+def test_creeping_inside_the_region_on_red_is_no_violation(junction):
+    e = _engine_for(junction, SignalController.CHRISTMAS)
+    e.set_scene(0, [_car_before_line(junction, 0, gap=2.5, speed=1.0)])
+    e.set_stop_line_state(0, 0, 0, hold=30.0)
+    for _ in range(30):
+        e.step(_actions(e, -4.0))  # brake gently to a stop before the bar
+    end, _ = _lane_end(junction, 0)
+    s = e.agent_states(0)
+    assert s["x"][0] - 2.25 > end[0] - 1e-6  # the front never passed the bar
+    assert e.counters[0, RED_LIGHT] == 0
+
+
+@pytest.mark.parametrize("dwell_met", [True, False])
+def test_stop_sign_dwell(junction, dwell_met):
+    e = _engine_for(junction, SignalController.CHRISTMAS, stop_dwell=(1.0, 1.0))
+    # Lane 1 ends at stop line 1, controlled by a stop sign.
+    car = _car_before_line(junction, 1, gap=1.0 if dwell_met else 3.0, speed=0.0 if dwell_met else 8.0)
+    e.set_scene(0, [car])
+    g = e.obs_layout.groups["ego"].feature("stop_sign_state")
+    if dwell_met:
+        for _ in range(5):
+            e.step(_actions(e, 0.0))
+        np.testing.assert_array_equal(e.observations[0, g], [0, 1, 0])  # must stop
+        for _ in range(10):
+            e.step(_actions(e, 0.0))
+        np.testing.assert_array_equal(e.observations[0, g], [0, 0, 1])  # cleared after 1 s at rest
+        for _ in range(30):
+            e.step(_actions(e, 4.0))
+    else:
+        for _ in range(10):
+            e.step(_actions(e, 0.0))
+    assert e.counters[0, STOP_LINE] == (0 if dwell_met else 1)
+
+
+def test_traffic_observation_lists_nearest_stop_lines_with_their_state(junction):
+    e = _engine_for(junction, SignalController.CHRISTMAS)
+    e.set_scene(0, [_car_before_line(junction, 0, gap=5.0)])
+    e.set_stop_line_state(0, 0, 0, hold=30.0)
+    e.step(_actions(e, 0.0))
+    tr = e.obs_layout.split(e.observations)["traffic"][0]
+    live = tr[np.abs(tr).sum(axis=1) > 0]
+    assert len(live) == 4  # the junction's four stop lines
+    d = np.hypot(live[:, 1], live[:, 2])
+    assert (np.diff(d) >= 0).all()  # nearest first: the ego's own line leads
+    np.testing.assert_allclose(live[0, 1:3] / 0.02, [7.25, 0.0], atol=0.05)  # 5 m ahead of the front
+    np.testing.assert_array_equal(live[0, 4:8], [1, 0, 0, 0])  # red
+    states = e.stop_line_states(0)
+    assert (states[[1, 3]] == 3).all()  # stop-sign lines carry no signal
+    assert sorted(live[:, 7].tolist()).count(1.0) == 2  # ... and show "off"
+    # The bar spans the lane: in the ego frame its ends are 7.25 m ahead, 1.75 m to either side.
+    ends = np.sort((live[0, 8:12] / 0.02).reshape(2, 2), axis=0)
+    np.testing.assert_allclose(ends, [[7.25, -1.75], [7.25, 1.75]], atol=0.05)
