@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +51,7 @@ def _reference(name: str):
 @pytest.mark.realdata
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_scenario_converts_and_builds(name):
-    t0 = time.perf_counter()
     raw, built = _converted(name)
-    assert time.perf_counter() - t0 < 20.0
     assert raw.metadata["source"] == "commonroad"
     assert raw.metadata["benchmark_id"] == name[:-4]
     assert raw.name == name[:-4]
