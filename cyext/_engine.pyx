@@ -33,6 +33,7 @@ from rewards cimport StepEvents, step_reward
 from scene cimport lane_length, lane_point, sample_goal
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
+from roadusers cimport IdmParams, idm_step
 
 cnp.import_array()
 

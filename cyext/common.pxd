@@ -28,6 +28,7 @@ cdef enum:
     ROLE_CONTROLLED = 0
     ROLE_STATIC = 1
     ROLE_LOG = 2
+    ROLE_IDM = 3
 
 # Per-slot event counters (columns of Engine.counters).
 cdef enum:
@@ -223,3 +224,6 @@ ctypedef struct Agent:
     double front_x, front_y    # front centre before this step's motion (swept-path test)
     int stop_state, red_light, ran_stop_line
     double stop_dwell, stop_need
+    # rule-based driving (IDM + pure pursuit along a lane-graph route)
+    double lane_s
+    int route_lane, idm_mode

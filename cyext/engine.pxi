@@ -59,6 +59,8 @@ cdef class Engine:
     cdef EgoLayout ego
     cdef EntityLayout partners, road, traffic
     cdef SigParams sigp
+    cdef IdmParams idmp
+    cdef double idm_fraction
     cdef StopRules stop_rules
     cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
     cdef object _sig                         # numpy owners of the signal-state arrays
@@ -298,6 +300,18 @@ cdef class Engine:
         self.goal_fwd = ini.goal_min_forward
         self.clearance = ini.spawn_clearance
         self.kin_lo, self.kin_hi = ini.kinematic_range
+        idm = cfg.idm
+        for k in range(3):
+            self.idmp.v0_scale[k] = idm.v0_scale[k]
+            self.idmp.time_headway[k] = idm.time_headway[k]
+            self.idmp.max_accel[k] = idm.max_accel[k]
+            self.idmp.comfort_decel[k] = idm.comfort_decel[k]
+            self.idmp.min_gap[k] = idm.min_gap[k]
+        self.idmp.delta = idm.delta
+        self.idmp.lookahead = idm.lookahead
+        self.idmp.reroll_prob = idm.reroll_prob
+        self.idmp.max_decel = idm.max_decel
+        self.idm_fraction = ini.idm_fraction
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)
         self.sigp.green_med, self.sigp.green_sig = sg.christmas_green
@@ -498,7 +512,7 @@ cdef class Engine:
         """Read-only structured view ``[W, max_agents]`` of every agent slot in every world (zero
         copy; rows past ``n_agents[w]`` are unused). Fields (metres, radians, m/s): ``x y z heading
         speed length width height goal_x goal_y`` (float64), ``cls`` (AgentType), ``role``
-        (0 policy, 1 static, 2 log replay), ``slot`` (controlled slot or -1), ``alive``, and this
+        (0 policy, 1 static, 2 log replay, 3 IDM), ``slot`` (controlled slot or -1), ``alive``, and this
         step's flags ``collided offroad wrong_way goal_reached`` (int32)."""
         cdef Agent probe
         cdef size_t b = <size_t>&probe
@@ -531,7 +545,8 @@ cdef class Engine:
 
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
         optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
-        for classes the config controls), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
+        for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
+        1 assertive, 2 cautious), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         """
         from terrazero_env.config import REWARD_PARAMS
@@ -565,8 +580,18 @@ cdef class Engine:
                 k = REWARD_PARAMS.index(name)
                 a.rw[k] = float(v)
                 a.rw_norm[k] = self._normalize_rw(c, k, a.rw[k])
-            controlled = spec.get("controlled", bool(self.controlled_cls[c]))
-            if controlled and slot < self.slots_per_world:
+            controlled = spec.get("controlled", bool(self.controlled_cls[c])) and not spec.get("idm", False)
+            if spec.get("idm", False):
+                # A rule-based IDM vehicle on the lane under it (nearest centerline in its direction).
+                q = (<RoadMap>self.road_maps[self.world_map[world]]).lanes.query(np.array([[a.x, a.y, a.z]]))
+                if q["row"][0] < 0:
+                    raise ValueError(f"agents[{i}]: an IDM vehicle must start on a lane")
+                a.role = ROLE_IDM
+                a.lane = int(q["row"][0])
+                a.lane_s = float(q["s"][0])
+                a.route_lane = -1
+                a.idm_mode = int(spec.get("idm_mode", 0))
+            elif controlled and slot < self.slots_per_world:
                 a.role = ROLE_CONTROLLED
                 a.slot = slot
                 slot += 1
@@ -658,7 +683,8 @@ cdef class Engine:
             a = &self.agents[base + i]
             a.cos_h = cos(a.heading)
             a.sin_h = sin(a.heading)
-            lane_state(m, a, self.lane_max_dist, self.z_gate)
+            if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
+                lane_state(m, a, self.lane_max_dist, self.z_gate)
             a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
             if a.role == ROLE_CONTROLLED and a.slot >= 0:
                 r = w * K + a.slot
@@ -685,6 +711,9 @@ cdef class Engine:
         lane = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
         s = rng_range(rng, 0.0, lane_length(m, lane))
         lane_point(m, lane, s, &a.x, &a.y, &a.z, &a.heading)
+        a.lane = <int>lane
+        a.lane_s = s
+        a.route_lane = -1
         jitter = rng_range(rng, -0.2, 0.2)
         a.x -= jitter * sin(a.heading)
         a.y += jitter * cos(a.heading)
@@ -787,6 +816,10 @@ cdef class Engine:
                 else:
                     a.goal_x = a.x
                     a.goal_y = a.y
+                    if c <= CLS_BUS and self.idm_fraction > 0 and rng_uniform(rng) < self.idm_fraction:
+                        a.role = ROLE_IDM
+                        a.idm_mode = rng_int(rng, 3)
+                        a.speed = rng_range(rng, self.v0_lo, self.v0_hi)
                 n += 1
                 break
         self.n_agents[w] = <int>n
@@ -874,6 +907,12 @@ cdef class Engine:
                 nl = self.n_lat[c]
                 step_dynamics(a, &self.cp[c * N_CP], a.dyn, self.grid_long[c * MAX_GRID + act // nl],
                               self.grid_lat[c * MAX_GRID + act % nl], self.dt)
+            elif a.role == ROLE_IDM:
+                front_centre(a, &a.front_x, &a.front_y)
+                prev_lane = a.lane
+                idm_step(m, &self.agents[base], n, i, &self.cp[a.cls * N_CP], &self.idmp, st.sl, &self.rngs[w], self.dt)
+                memset(&ev, 0, sizeof(StepEvents))
+                traffic_rules(m, a, prev_lane, st.sl, &self.stop_rules, &self.rngs[w], self.dt, &ev)
             elif a.role == ROLE_LOG:
                 if T < m.track_steps and m.track_valid[a.log_index * m.track_steps + T]:
                     trk = &m.track_state[(a.log_index * m.track_steps + T) * 6]
@@ -885,9 +924,12 @@ cdef class Engine:
                     a.alive = 0
         # 2. agent grid
         grid_build(&self.agents[base], n, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base], self.agent_cell)
-        # 3-6. rules, rewards, consequences for controlled agents
+        # 3-6. rules, rewards, consequences for controlled agents (IDM vehicles: collisions only)
         for i in range(n):
             a = &self.agents[base + i]
+            if a.alive and a.role == ROLE_IDM:
+                a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base],
+                                      self.agent_cell, self.z_gate, 0.0)
             if not a.alive or a.role != ROLE_CONTROLLED or over:
                 continue
             c = a.cls

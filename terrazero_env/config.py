@@ -19,7 +19,7 @@ from .maps.schema import AgentType
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
-    "InitMode", "ObsConfig", "REWARD_PARAMS", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
+    "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
 
@@ -299,6 +299,9 @@ class InitConfig:
     """Rejection-sampling attempts per agent before the world is filled with fewer agents."""
     spawn_clearance: float = 1.0
     """Extra gap (m) around a new agent's box that must be free of other agents."""
+    idm_fraction: float = 0.0
+    """Share of the background vehicles (cars, trucks, buses the policy does not control) driven by
+    the IDM controller; the rest stay parked where they were placed."""
     kinematic_range: tuple[float, float] = (0.5, 1.5)
     """Range of the four kinematic coefficients (appendix D.4)."""
     randomize_kinematics: bool = True
@@ -319,6 +322,8 @@ class InitConfig:
             a, b = getattr(self, name)
             if not (0 <= a <= b and math.isfinite(b)):
                 raise ValueError(f"InitConfig.{name}: need 0 <= min <= max, got {(a, b)}")
+        if not 0.0 <= self.idm_fraction <= 1.0:
+            raise ValueError(f"InitConfig.idm_fraction: a share in [0, 1], got {self.idm_fraction!r}")
         if self.placement_tries < 1:
             raise ValueError(f"InitConfig.placement_tries: at least 1, got {self.placement_tries}")
 
@@ -376,6 +381,41 @@ class SignalConfig:
             raise ValueError("SignalConfig.stop_dwell must be (min, max) with 0 <= min <= max; stop_speed > 0")
 
 
+@dataclass(frozen=True)
+class IdmConfig:
+    """Reactive IDM vehicles (TerraZero section 4.4; Treiber et al. 2000). Per-mode values are
+    (default, assertive, cautious)."""
+
+    v0_scale: tuple[float, float, float] = (1.0, 1.15, 0.85)
+    """Desired speed as a fraction of the lane's speed limit."""
+    time_headway: tuple[float, float, float] = (1.5, 1.0, 2.0)
+    """T (s)."""
+    max_accel: tuple[float, float, float] = (1.5, 2.0, 1.0)
+    """a (m/s^2)."""
+    comfort_decel: tuple[float, float, float] = (2.0, 3.0, 1.5)
+    """b (m/s^2)."""
+    min_gap: tuple[float, float, float] = (2.0, 1.5, 3.0)
+    """s0 (m)."""
+    delta: float = 4.0
+    lookahead: float = 50.0
+    """How far ahead a leader is searched for (m)."""
+    reroll_prob: float = 0.001
+    """Per-step probability that a vehicle redraws its behaviour mode."""
+    max_decel: float = 8.0
+    """Braking clip (m/s^2)."""
+
+    def __post_init__(self) -> None:
+        for name in ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap"):
+            v = getattr(self, name)
+            if len(v) != 3 or not all(math.isfinite(x) and x > 0 for x in v):
+                raise ValueError(f"IdmConfig.{name}: three positive values (default, assertive, cautious), got {v!r}")
+        for name in ("delta", "lookahead", "max_decel"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"IdmConfig.{name}: a positive number, got {getattr(self, name)!r}")
+        if not 0.0 <= self.reroll_prob <= 1.0:
+            raise ValueError(f"IdmConfig.reroll_prob: a probability, got {self.reroll_prob!r}")
+
+
 def _default_consequences() -> dict[str, Consequence]:
     return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE}
 
@@ -406,6 +446,7 @@ class EngineConfig:
     obs: ObsConfig = field(default_factory=ObsConfig)
     init: InitConfig = field(default_factory=InitConfig)
     signals: SignalConfig = field(default_factory=SignalConfig)
+    idm: IdmConfig = field(default_factory=IdmConfig)
 
     def __post_init__(self) -> None:
         if isinstance(self.maps, str) or len(self.maps) == 0:
@@ -445,7 +486,7 @@ class EngineConfig:
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
         """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""
-        for sub in ("obs", "init", "signals"):
+        for sub in ("obs", "init", "signals", "idm"):
             if isinstance(kw.get(sub), dict):
                 kw[sub] = replace(getattr(self, sub), **kw[sub])
         known = {f.name for f in fields(self)}

@@ -72,7 +72,7 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                               for k, cols in v.items()}
         elif f.name == "consequences":
             out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
-        elif f.name in ("obs", "init", "signals"):
+        elif f.name in ("obs", "init", "signals", "idm"):
             sub = {}
             for g in dataclasses.fields(v):
                 x = getattr(v, g.name)
@@ -140,7 +140,7 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
-        elif key in ("obs", "init", "signals"):
+        elif key in ("obs", "init", "signals", "idm"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
             fields = {}

@@ -46,7 +46,7 @@ def draw_signals(ax: Any, map_data: Any, states: np.ndarray) -> None:
 
 def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[str, np.ndarray]] = ()) -> None:
     """Draw agents (``Engine.agent_states`` output) on a matplotlib axis: controlled agents in their
-    class colour, background agents grey, collided or off-road ones outlined red, goals as crosses
+    class colour, IDM vehicles in a paler shade of it, static and replayed agents grey, collided or off-road ones outlined red, goals as crosses
     joined to their agent, and optional past states as thin trails."""
     alive = states["alive"].astype(bool)
     s = {k: v[alive] for k, v in states.items()}
@@ -57,7 +57,9 @@ def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[st
         xy = np.stack([np.stack([t["x"][:n], t["y"][:n]], -1) for t in trails], axis=1)[alive]
         ax.add_collection(LineCollection(list(xy), colors=(0.1, 0.1, 0.1, 0.5), linewidths=0.6, zorder=6))
     controlled = s["role"] == 0
+    rule_based = s["role"] == 3  # IDM: the class colour, paler
     colours = np.where(controlled[:, None], _CLASS_COLOURS[s["cls"].astype(int)], _BACKGROUND_AGENT)
+    colours = np.where(rule_based[:, None], 0.45 * _CLASS_COLOURS[s["cls"].astype(int)] + 0.55, colours)
     bad = (s["collided"] > 0) | (s["offroad"] > 0)
     edges = np.where(bad[:, None], [[0.9, 0.05, 0.05, 1.0]], [[0.05, 0.05, 0.05, 1.0]])
     ax.add_collection(PolyCollection(list(_boxes(s)), facecolors=colours, edgecolors=edges,

@@ -230,3 +230,46 @@ def test_traffic_observation_lists_nearest_stop_lines_with_their_state(junction)
     # The bar spans the lane: in the ego frame its ends are 7.25 m ahead, 1.75 m to either side.
     ends = np.sort((live[0, 8:12] / 0.02).reshape(2, 2), axis=0)
     np.testing.assert_allclose(ends, [[7.25, -1.75], [7.25, 1.75]], atol=0.05)
+
+
+# ------------------------------------------------------------------------------------ IDM
+
+
+def test_idm_follower_stops_behind_a_stopped_leader_within_the_minimum_gap():
+    from conftest import straight_road
+
+    m = build(straight_road(400.0))
+    e = _engine_for(m, SignalController.CHRISTMAS)
+    e.set_scene(0, [
+        {"cls": AgentType.CAR, "x": 20.0, "y": -1.75, "heading": 0.0, "speed": 12.0, "length": 4.5, "idm": True},
+        {"cls": AgentType.CAR, "x": 120.0, "y": -1.75, "heading": 0.0, "speed": 0.0, "length": 4.5, "controlled": False},
+    ])
+    gaps = []
+    for _ in range(400):
+        e.step(np.zeros(2, np.int32))
+        a = e.agents[0, :2]
+        gaps.append(a["x"][1] - a["x"][0] - 4.5)
+        assert not a["collided"][0]
+    s0 = e.config.idm.min_gap[0]
+    assert e.agents[0, 0]["speed"] < 0.05  # stopped
+    # It closes in to about the minimum gap and never inside it.
+    assert min(gaps) >= s0 - 0.2 and gaps[-1] <= s0 + 2.0
+
+
+def test_idm_vehicle_stops_at_a_red_line_and_goes_on_green():
+    m = build(tiny_junction())
+    e = _engine_for(m, SignalController.CHRISTMAS)
+    end, h = _lane_end(m, 0)
+    start = end - 30.0 * np.array([np.cos(h), np.sin(h)])
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": start[0], "y": start[1], "heading": h, "speed": 8.0, "length": 4.5,
+                     "idm": True}])
+    e.set_stop_line_state(0, 0, 0, hold=25.0)
+    for _ in range(200):  # 20 s of red
+        e.step(np.zeros(2, np.int32))
+    a = e.agents[0, 0]
+    front = a["x"] - 2.25  # heading west: the front is at smaller x
+    assert a["speed"] < 0.05 and end[0] < front < end[0] + 3.0  # waiting just before the bar
+    e.set_stop_line_state(0, 0, 2, hold=30.0)
+    for _ in range(60):
+        e.step(np.zeros(2, np.int32))
+    assert e.agents[0, 0]["x"] < end[0] - 5.0  # through the junction
