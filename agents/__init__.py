@@ -1,4 +1,14 @@
 """Training algorithms and policies (installed as ``terrazero_env.agents``); the only package that
-imports torch."""
+imports torch.
 
-__all__: list[str] = []
+* :class:`PPO`: Stable-Baselines3 PPO with SMPO masking, V-trace, PopArt and prioritized segment
+  sampling (TerraZero section 5.1, appendix E; FAST section III);
+* :class:`DeepSetsPolicy`: the permutation-invariant actor-critic (``PPO("DeepSetsPolicy", env)``);
+* :mod:`losses`: the maths as plain functions (masked GAE, V-trace, masked PPO loss, PopArt, priorities).
+"""
+
+from . import losses
+from .policies import DeepSetsPolicy
+from .ppo import PPO, MaskedRolloutBuffer
+
+__all__ = ["PPO", "DeepSetsPolicy", "MaskedRolloutBuffer", "losses"]

@@ -171,10 +171,11 @@ class SB3VecEnv(VecEnv):
         truncated = self._per_env(truncated, "truncated", np.bool_)
         dones = terminated | truncated
         obs = _copy_obs(obs)
+        self.batch_info = infos
         env_infos = _unbatch_info(infos, self.num_envs)
         if dones.any():
             if self.autoreset_mode is AutoresetMode.SAME_STEP:
-                self._take_final(env_infos, dones)
+                self._take_final(obs, env_infos, dones)
             elif self._world_slots > 1:  # NEXT_STEP over shared worlds: the env restarts them itself
                 for i in np.flatnonzero(dones):
                     env_infos[i]["terminal_observation"] = _row(obs, i)
@@ -293,15 +294,15 @@ class SB3VecEnv(VecEnv):
         for i in finished:
             self.reset_infos[i] = reset_infos[i]
 
-    def _take_final(self, env_infos: list[dict[str, Any]], dones: np.ndarray) -> None:
-        """SAME_STEP: a finished sub-env's top-level info is its reset info; its step info is ``final_info``."""
+    def _take_final(self, obs: VecEnvObs, env_infos: list[dict[str, Any]], dones: np.ndarray) -> None:
+        """SAME_STEP: a finished sub-env's top-level info is its reset info; its step info is ``final_info``.
+        A sub-env that ended without restarting (no ``final_obs`` entry, e.g. DPSA's virtual
+        continuation or a slot waiting for its world) returned its last observation itself."""
         for i in np.flatnonzero(dones):
             reset_info = env_infos[i]
             if "final_obs" not in reset_info:
-                raise RuntimeError(
-                    f"sub-env {i} ended its episode but infos['final_obs'] has no entry for it; a SAME_STEP "
-                    "vector env must report the last observation there"
-                )
+                env_infos[i] = {**reset_info, "terminal_observation": _row(obs, i)}
+                continue
             final_obs = reset_info.pop("final_obs")
             step_info = reset_info.pop("final_info", {})
             self.reset_infos[i] = reset_info
@@ -316,13 +317,22 @@ class SB3VecEnv(VecEnv):
 
 
 def _unbatch_info(info: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
-    """Gymnasium's vector info (arrays plus ``_key`` masks, nested for dict values) as one dict per sub-env."""
+    """Gymnasium's vector info (arrays plus ``_key`` masks, nested for dict values) as one dict per
+    sub-env. Whole-batch entries that are not per-sub-env arrays (e.g. DPSA's ``rho`` and ``stats``)
+    are left out here; ``SB3VecEnv.batch_info`` keeps the last step's full info."""
     out: list[dict[str, Any]] = [{} for _ in range(num_envs)]
     for key, value in info.items():
         if key.startswith("_") and key[1:] in info:
             continue
+        if isinstance(value, dict):
+            per_env = _unbatch_info(value, num_envs)
+            if not any(per_env):
+                continue
+        elif not (isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == num_envs):
+            continue
+        else:
+            per_env = None
         mask = info.get(f"_{key}")
-        per_env = _unbatch_info(value, num_envs) if isinstance(value, dict) else None
         for i in range(num_envs):
             if mask is None or mask[i]:
                 out[i][key] = per_env[i] if per_env is not None else _item(value[i])

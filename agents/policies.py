@@ -1,0 +1,194 @@
+"""The Deep Sets actor-critic policy of TerraZero (section 5.1, table 15: a compact MLP of about 3.5M
+parameters for the planner).
+
+The observation row is split with the env's observation layout (never hard-coded offsets): an ego MLP
+encodes the ego features; partners, road segments and traffic entities each go through a shared
+per-entity MLP followed by a max-pool over the entities present (absent entities are all-zero rows),
+which makes the encoding invariant to the order and number of entities (Zaheer et al. 2017). The
+concatenation feeds a three-layer 1024-unit MLP shared by the actor and value heads. When the env
+controls several agent types (ego feature ``agent_type``: vehicle 1, pedestrian 2, cyclist 3), each
+type gets its own action head.
+
+    from terrazero_env.agents import PPO
+    model = PPO("DeepSetsPolicy", terrazero_env.make_vec(None, "planner"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from torch import nn
+
+__all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env"]
+
+ENTITY_GROUPS = ("partners", "road", "traffic")
+#: Ego ``agent_type`` code of each engine class (CAR, TRUCK, BUS, PEDESTRIAN, CYCLIST).
+TYPE_CODES = (1, 1, 1, 2, 3)
+
+
+def _base_env(env: Any) -> Any:
+    """The native env under SB3 VecEnv wrappers, the SB3 adapter and Gymnasium wrappers."""
+    while isinstance(env, VecEnvWrapper):
+        env = env.venv
+    if isinstance(env, VecEnv):
+        inner = getattr(env, "vector_env", None)
+        if inner is None and getattr(env, "envs", None):
+            inner = env.envs[0]
+        if inner is None:
+            raise TypeError(f"cannot find the observation layout of {type(env).__name__}")
+        env = inner
+    return env.unwrapped if isinstance(env, (gym.Env, gym.vector.VectorEnv)) else env
+
+
+def layout_from_env(env: Any) -> dict[str, Any]:
+    """``DeepSetsPolicy`` keyword arguments read from a TerraZero env (single, vector, wrapped or
+    adapted for SB3): ``layout`` (group name -> ``[start, count, width]``), ``type_column`` (index of
+    the ego ``agent_type`` feature) and ``agent_types`` (the type codes the env controls)."""
+    base = _base_env(env)
+    obs_layout = base.obs_layout
+    layout = {name: [int(g.start), int(g.count), int(g.width)] for name, g in obs_layout.groups.items()}
+    ego = obs_layout.groups["ego"]
+    offsets = {f[0]: f[1] for f in ego.features}
+    if "agent_type" not in offsets:
+        raise ValueError("DeepSetsPolicy needs the ego feature 'agent_type' in the observation")
+    types = [1]
+    config = getattr(base, "config", None)
+    if config is not None:
+        init = config.init
+        types = sorted({TYPE_CODES[c] for c, (w, ctl) in enumerate(zip(init.class_weights, init.controlled))
+                        if w > 0 and ctl})
+    return {"layout": layout, "type_column": int(ego.start) + int(offsets["agent_type"]), "agent_types": types}
+
+
+def _mlp(sizes: Sequence[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+class DeepSetsExtractor(BaseFeaturesExtractor):
+    """Ego MLP + one masked max-pool Deep Sets encoder per entity group + the shared trunk MLP.
+
+    Output: the trunk's last layer, followed by the ego ``agent_type`` code as one extra column when
+    there are several agent types (read by :class:`TypedActionHeads`).
+
+    :param layout: group name -> ``[start, count, width]`` (see :func:`layout_from_env`).
+    :param bf16: run under bfloat16 autocast when the input is on a CUDA device.
+    """
+
+    def __init__(self, observation_space: gym.spaces.Box, layout: dict[str, Sequence[int]], type_column: int,
+                 agent_types: Sequence[int] = (1,), ego_hidden: int = 256, entity_hidden: int = 256,
+                 trunk: Sequence[int] = (1024, 1024, 1024), bf16: bool = True) -> None:
+        self.typed = len(agent_types) > 1
+        super().__init__(observation_space, int(trunk[-1]) + int(self.typed))
+        if "ego" not in layout:
+            raise ValueError("the observation layout has no ego group")
+        self.layout = {name: tuple(int(v) for v in layout[name]) for name in layout}
+        self.type_column = type_column
+        self.bf16 = bf16
+        ego_start, _, ego_width = self.layout["ego"]
+        self.ego = _mlp([ego_width, ego_hidden, ego_hidden])
+        self.entity_groups = [g for g in ENTITY_GROUPS if g in self.layout]
+        self.encoders = nn.ModuleDict({g: _mlp([self.layout[g][2], entity_hidden, entity_hidden])
+                                       for g in self.entity_groups})
+        width = ego_hidden + entity_hidden * len(self.entity_groups)
+        self.trunk = _mlp([width, *trunk])
+
+    def encode_entities(self, group: str, obs: torch.Tensor) -> torch.Tensor:
+        """Masked max-pool of the shared per-entity MLP over the present (not all-zero) rows; zeros
+        when no entity is present."""
+        start, count, width = self.layout[group]
+        ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
+        present = (ents != 0).any(dim=-1)
+        h = self.encoders[group](ents)
+        h = h.masked_fill(~present.unsqueeze(-1), float("-inf")).amax(dim=1)
+        return torch.where(present.any(dim=1, keepdim=True), h, torch.zeros_like(h))
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        ego_start, _, ego_width = self.layout["ego"]
+        parts = [self.ego(obs[:, ego_start:ego_start + ego_width])]
+        parts += [self.encode_entities(g, obs) for g in self.entity_groups]
+        return self.trunk(torch.cat(parts, dim=1))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.bf16 and obs.is_cuda:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                features = self._features(obs).float()
+        else:
+            features = self._features(obs)
+        if self.typed:
+            features = torch.cat([features, obs[:, self.type_column:self.type_column + 1]], dim=1)
+        return features
+
+
+class TypedActionHeads(nn.Module):
+    """One linear action head per agent type; the input's last column holds the type code that selects
+    the head of each row."""
+
+    def __init__(self, latent_dim: int, n_outputs: int, agent_types: Sequence[int]) -> None:
+        super().__init__()
+        self.register_buffer("codes", torch.as_tensor(list(agent_types), dtype=torch.float32))
+        self.heads = nn.ModuleList(nn.Linear(latent_dim, n_outputs) for _ in agent_types)
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        h, code = latent[:, :-1], latent[:, -1:]
+        head = (code.round() == self.codes.unsqueeze(0)).float().argmax(dim=1)
+        logits = torch.stack([m(h) for m in self.heads], dim=1)
+        return logits.gather(1, head.view(-1, 1, 1).expand(-1, 1, logits.shape[-1])).squeeze(1)
+
+
+class DeepSetsPolicy(ActorCriticPolicy):
+    """SB3 actor-critic with :class:`DeepSetsExtractor` (shared by actor and critic, no further MLP
+    layers) and per-type action heads when the env has several agent types (Discrete actions).
+
+    ``layout``, ``type_column`` and ``agent_types`` come from :func:`layout_from_env`;
+    :class:`terrazero_env.agents.PPO` fills them in from its env. ``ego_hidden``, ``entity_hidden``,
+    ``trunk`` and ``bf16`` size the extractor.
+    """
+
+    def __init__(self, observation_space: gym.spaces.Box, action_space: gym.spaces.Space, lr_schedule: Any,
+                 layout: dict[str, Sequence[int]], type_column: int, agent_types: Sequence[int] = (1,),
+                 ego_hidden: int = 256, entity_hidden: int = 256, trunk: Sequence[int] = (1024, 1024, 1024),
+                 bf16: bool = True, **kwargs: Any) -> None:
+        self.agent_types = list(agent_types)
+        if len(self.agent_types) > 1 and not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError("per-type action heads need a Discrete action space")
+        kwargs.setdefault("net_arch", [])
+        kwargs.setdefault("activation_fn", nn.ReLU)
+        kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8})
+        kwargs["features_extractor_class"] = DeepSetsExtractor
+        kwargs["features_extractor_kwargs"] = {
+            "layout": layout, "type_column": type_column, "agent_types": self.agent_types,
+            "ego_hidden": ego_hidden, "entity_hidden": entity_hidden, "trunk": tuple(trunk), "bf16": bf16}
+        kwargs["share_features_extractor"] = True
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)
+        if len(self.agent_types) > 1:
+            self.action_net = TypedActionHeads(self.mlp_extractor.latent_dim_pi - 1, int(self.action_space.n),
+                                               self.agent_types)
+            if self.ortho_init:
+                self.action_net.apply(lambda m: self.init_weights(m, gain=0.01))
+            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        fe = data.pop("features_extractor_kwargs")
+        data.pop("features_extractor_class")
+        data.pop("share_features_extractor", None)
+        data.update(agent_types=self.agent_types, **{k: v for k, v in fe.items() if k != "agent_types"})
+        return data
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return int(np.sum([p.numel() for p in module.parameters() if p.requires_grad]))

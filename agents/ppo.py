@@ -1,0 +1,388 @@
+"""PPO with SMPO masking, V-trace, PopArt and prioritized segment sampling (TerraZero section 5.1 and
+appendix E; FAST section III), as a subclass of Stable-Baselines3's PPO with the same user API.
+
+    import terrazero_env
+    from terrazero_env.agents import PPO
+    from terrazero_env.wrappers import DPSA
+
+    venv = DPSA(terrazero_env.make_vec(8, "quick", autoreset_mode="Disabled"), threshold=0.5, horizon=128)
+    model = PPO("DeepSetsPolicy", venv, seed=0)   # a Gymnasium VectorEnv or an SB3 VecEnv
+    model.learn(100_000)
+
+The rollout buffer keeps, per step, the validity mask (``info["valid"]``, all ones when the env
+gives none), the behaviour log-probabilities, whether an episode end is a true terminal or a
+truncation, and V(s_final) for truncations. ``train()`` orchestrates the functions of
+:mod:`terrazero_env.agents.losses`: the masked loss of every term, V-trace advantages recomputed at
+the start of every epoch after the first from the importance ratios of the previous epoch's
+minibatches, PopArt statistics updated once per rollout, and minibatches of trajectory segments drawn
+by priority. Defaults follow table 14.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Generator
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.utils import LinearSchedule, explained_variance, obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
+
+from . import losses
+from .policies import DeepSetsPolicy, layout_from_env
+
+__all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
+
+#: Table 14's learning rate: 5e-4, linearly annealed to 0 over training.
+LINEAR_5E4 = LinearSchedule(5e-4, 0.0, 1.0)
+
+
+class MaskedRolloutSamples(NamedTuple):
+    """One minibatch: SB3's fields plus the validity mask, importance weights (None: uniform) and the
+    flat buffer indices of the samples."""
+
+    observations: torch.Tensor
+    actions: torch.Tensor
+    old_values: torch.Tensor
+    old_log_prob: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    valid: torch.Tensor
+    weights: torch.Tensor | None
+    indices: np.ndarray
+
+
+class MaskedRolloutBuffer(RolloutBuffer):
+    """SB3's rollout buffer plus, per step ``[T, N]``: ``valid``, ``terminated`` (true terminal),
+    ``dones`` (any episode end), ``final_values`` (V(s_final) at truncations), ``next_values`` and the
+    current ``log_rhos`` (log pi - log mu) for V-trace. ``log_probs`` are the behaviour log-probabilities.
+
+    Flat sample index ``i`` is step ``i % T`` of env ``i // T`` (SB3's ``swap_and_flatten`` order),
+    so a trajectory segment of ``segment_length`` steps is a contiguous index range.
+    """
+
+    def __init__(self, buffer_size: int, observation_space: spaces.Space, action_space: spaces.Space,
+                 device: torch.device | str = "auto", gae_lambda: float = 1, gamma: float = 0.99,
+                 n_envs: int = 1, segment_length: int = 16) -> None:
+        if not isinstance(observation_space, spaces.Box):
+            raise TypeError(f"MaskedRolloutBuffer supports Box observations, got {observation_space}")
+        self.segment_length = segment_length
+        super().__init__(buffer_size, observation_space, action_space, device, gae_lambda, gamma, n_envs)
+
+    def reset(self) -> None:
+        shape = (self.buffer_size, self.n_envs)
+        self.valid = np.ones(shape, dtype=bool)
+        self.terminated = np.zeros(shape, dtype=bool)
+        self.dones = np.zeros(shape, dtype=bool)
+        self.final_values = np.zeros(shape, dtype=np.float32)
+        self.next_values = np.zeros(shape, dtype=np.float32)
+        self.log_rhos = np.zeros(shape, dtype=np.float32)
+        self._flat_obs: np.ndarray | None = None
+        super().reset()
+
+    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
+            value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
+            terminated: np.ndarray | None = None, dones: np.ndarray | None = None,
+            final_values: np.ndarray | None = None) -> None:
+        """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final)."""
+        if valid is not None:
+            self.valid[self.pos] = valid
+        if dones is not None:
+            self.dones[self.pos] = dones
+            self.terminated[self.pos] = dones if terminated is None else terminated
+        if final_values is not None:
+            self.final_values[self.pos] = final_values
+        super().add(obs, action, reward, episode_start, value, log_prob)
+
+    def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
+        """Fill ``next_values`` (V(s_{t+1}), V(s_final) at truncations, 0 at terminals) and compute the
+        masked GAE. A valid step followed by padding ends its trace."""
+        last = last_values.clone().cpu().numpy().flatten()
+        self.next_values[:-1] = self.values[1:]
+        self.next_values[-1] = last
+        truncated = self.dones & ~self.terminated
+        self.next_values[truncated] = self.final_values[truncated]
+        self.next_values[self.terminated] = 0.0
+        self.dones[:-1] |= ~self.valid[1:]
+        self.log_rhos[:] = 0.0
+        self.advantages, self.returns = losses.masked_gae(
+            self.rewards, self.values, self.next_values, self.terminated, self.dones, self.valid,
+            self.gamma, self.gae_lambda)
+
+    def recompute_vtrace(self, rho_bar: float, c_bar: float) -> None:
+        """Advantages and value targets from the stored ``log_rhos`` (V-trace, :func:`losses.vtrace_gae`)."""
+        self.advantages, self.returns = losses.vtrace_gae(
+            self.log_rhos, self.rewards, self.values, self.next_values, self.terminated, self.dones,
+            self.valid, self.gamma, self.gae_lambda, rho_bar, c_bar)
+
+    def store_log_rhos(self, indices: np.ndarray, log_rhos: np.ndarray) -> None:
+        """Record log pi - log mu of the samples at flat ``indices``."""
+        self.log_rhos[indices % self.buffer_size, indices // self.buffer_size] = log_rhos
+
+    def _flat(self, x: np.ndarray) -> np.ndarray:
+        return x.swapaxes(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
+
+    def _samples(self, indices: np.ndarray, weights: np.ndarray | None = None) -> MaskedRolloutSamples:
+        if self._flat_obs is None:
+            self._flat_obs = self._flat(self.observations)
+        actions = self._flat(self.actions)[indices]
+        return MaskedRolloutSamples(
+            observations=self.to_torch(self._flat_obs[indices]),
+            actions=self.to_torch(actions.astype(np.float32, copy=False)),
+            old_values=self.to_torch(self._flat(self.values)[indices]),
+            old_log_prob=self.to_torch(self._flat(self.log_probs)[indices]),
+            advantages=self.to_torch(self._flat(self.advantages)[indices]),
+            returns=self.to_torch(self._flat(self.returns)[indices]),
+            valid=self.to_torch(self._flat(self.valid)[indices]).bool(),
+            weights=None if weights is None else self.to_torch(weights.astype(np.float32)),
+            indices=indices)
+
+    def get(self, batch_size: int | None = None) -> Generator[MaskedRolloutSamples, None, None]:  # type: ignore[override]
+        """Minibatches of a random permutation of the whole rollout (the same draws as SB3's ``get``)."""
+        assert self.full, "the rollout buffer is not full"
+        total = self.buffer_size * self.n_envs
+        indices = np.random.permutation(total)
+        batch_size = total if batch_size is None else batch_size
+        for start in range(0, total, batch_size):
+            yield self._samples(indices[start:start + batch_size])
+
+    def get_prioritized(self, batch_size: int, num_minibatches: int, alpha: float,
+                        beta: float) -> Generator[MaskedRolloutSamples, None, None]:
+        """``num_minibatches`` minibatches of ``batch_size // segment_length`` segments each, drawn with
+        replacement with p_i ∝ (sum_t |A_i,t|)^alpha, with importance weights (N p_i)^-beta / max."""
+        assert self.full, "the rollout buffer is not full"
+        length = self.segment_length
+        segments = self._flat(self.advantages).reshape(-1, length)
+        probs = losses.segment_priorities(segments, alpha)
+        steps = np.arange(length)
+        for _ in range(num_minibatches):
+            drawn = losses.sample_segments(probs, batch_size // length)
+            weights = np.repeat(losses.priority_weights(probs, drawn, beta), length)
+            yield self._samples((drawn[:, None] * length + steps).reshape(-1), weights)
+
+
+class PPO(SB3PPO):
+    """SB3 PPO with SMPO masking, V-trace, PopArt and prioritized segment sampling.
+
+    Arguments beyond SB3's PPO (whose defaults here follow TerraZero table 14):
+
+    :param env: an SB3 ``VecEnv`` (or anything SB3 accepts), or a Gymnasium ``VectorEnv``, which is
+        wrapped in ``VecMonitor(SB3VecEnv(env))``.
+    :param batch_size: minibatch size; None: rollout size / ``num_minibatches``.
+    :param num_minibatches: minibatches per epoch (also the number drawn by priority).
+    :param vtrace: V-trace off-policy correction, clip levels ``rho_bar`` and ``c_bar``.
+    :param popart: normalized value head with PopArt (``popart_decay`` per sample, ``popart_min_sigma``);
+        not allowed with ``VecNormalize(norm_reward=True)``.
+    :param prioritized: draw minibatches of ``segment_length``-step segments by priority
+        (``priority_alpha``; ``priority_beta0`` annealed linearly to ``priority_beta_final``);
+        ``segment_length`` None: the largest divisor of ``n_steps`` and ``batch_size`` up to 16.
+    """
+
+    policy_aliases = {**SB3PPO.policy_aliases, "DeepSetsPolicy": DeepSetsPolicy}
+    rollout_buffer: MaskedRolloutBuffer
+
+    def __init__(self, policy: str | type, env: Any, learning_rate: float | Any = LINEAR_5E4,
+                 n_steps: int = 128, batch_size: int | None = None, num_minibatches: int = 16,
+                 n_epochs: int = 2, gamma: float = 0.99, gae_lambda: float = 0.95, clip_range: float | Any = 0.2,
+                 clip_range_vf: None = None, normalize_advantage: bool = True, ent_coef: float = 0.01,
+                 vf_coef: float = 0.5, max_grad_norm: float = 0.5, vtrace: bool = True, rho_bar: float = 1.0,
+                 c_bar: float = 1.0, popart: bool = True, popart_decay: float = 0.9997,
+                 popart_min_sigma: float = 1e-4, prioritized: bool = True, priority_alpha: float = 0.85,
+                 priority_beta0: float = 0.85, priority_beta_final: float = 0.978, segment_length: int | None = None,
+                 policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
+                 **kwargs: Any) -> None:
+        if clip_range_vf is not None:
+            raise ValueError("value clipping is not supported (TerraZero table 14: unclipped)")
+        if isinstance(env, gym.vector.VectorEnv):
+            from ..wrappers.sb3 import SB3VecEnv
+
+            env = VecMonitor(SB3VecEnv(env))
+        policy_kwargs = dict(policy_kwargs or {})
+        policy_class = self.policy_aliases.get(policy, policy) if isinstance(policy, str) else policy
+        if (env is not None and isinstance(policy_class, type) and issubclass(policy_class, DeepSetsPolicy)
+                and "layout" not in policy_kwargs):
+            policy_kwargs.update(layout_from_env(env))
+        policy_kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8})
+        if batch_size is None:
+            batch_size = max(2, n_steps * getattr(env, "num_envs", 1) // num_minibatches)
+        self.num_minibatches = num_minibatches
+        self.vtrace, self.rho_bar, self.c_bar = vtrace, rho_bar, c_bar
+        self.popart, self.popart_decay, self.popart_min_sigma = popart, popart_decay, popart_min_sigma
+        self.popart_mean, self.popart_sq_mean = 0.0, 1.0
+        self.prioritized, self.priority_alpha = prioritized, priority_alpha
+        self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
+        self.segment_length = segment_length
+        super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
+                         n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range,
+                         normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+                         max_grad_norm=max_grad_norm, rollout_buffer_class=MaskedRolloutBuffer,
+                         policy_kwargs=policy_kwargs,
+                         _init_setup_model=_init_setup_model, **kwargs)
+
+    def _setup_model(self) -> None:
+        if self.popart and self.env is not None and _normalizes_reward(self.env):
+            raise ValueError("PopArt must not be combined with reward normalization (VecNormalize(norm_reward=True))")
+        if self.segment_length is None:
+            self.segment_length = min(16, math.gcd(self.n_steps, self.batch_size))
+        if self.prioritized and (self.n_steps % self.segment_length or self.batch_size % self.segment_length):
+            raise ValueError(f"prioritized sampling needs segment_length ({self.segment_length}) to divide "
+                             f"n_steps ({self.n_steps}) and batch_size ({self.batch_size})")
+        self.rollout_buffer_kwargs = {**(self.rollout_buffer_kwargs or {}), "segment_length": self.segment_length}
+        super()._setup_model()
+
+    # ------------------------------------------------------------------------------ PopArt helpers
+
+    @property
+    def popart_sigma(self) -> float:
+        return losses.popart_sigma(self.popart_mean, self.popart_sq_mean, self.popart_min_sigma)
+
+    def denormalize_values(self, values: torch.Tensor) -> torch.Tensor:
+        """Value-head outputs on the true return scale (identity without PopArt)."""
+        return values * self.popart_sigma + self.popart_mean if self.popart else values
+
+    def _popart_step(self) -> None:
+        """Update the statistics with this rollout's value targets and rescale the value head."""
+        buf = self.rollout_buffer
+        head = self.policy.value_net
+        with torch.no_grad():
+            mean, sq_mean, weight, bias = losses.popart_update(
+                self.popart_mean, self.popart_sq_mean, head.weight.data, head.bias.data, buf.returns[buf.valid],
+                self.popart_decay, self.popart_min_sigma)
+            head.weight.copy_(weight)
+            head.bias.copy_(bias)
+        self.popart_mean, self.popart_sq_mean = mean, sq_mean
+
+    # ------------------------------------------------------------------------------- collection
+
+    def collect_rollouts(self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer,
+                         n_rollout_steps: int) -> bool:
+        """SB3's rollout loop, recording validity, terminal-vs-truncation and V(s_final) (denormalized);
+        rewards are stored as given (truncations bootstrap through ``next_values``)."""
+        assert self._last_obs is not None, "no previous observation was provided"
+        self.policy.set_training_mode(False)
+        rollout_buffer.reset()
+        if self.use_sde:
+            self.policy.reset_noise(env.num_envs)
+        callback.on_rollout_start()
+        n_steps = 0
+        while n_steps < n_rollout_steps:
+            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
+                self.policy.reset_noise(env.num_envs)
+            with torch.no_grad():
+                actions, values, log_probs = self.policy(obs_as_tensor(self._last_obs, self.device))
+            actions = actions.cpu().numpy()
+            clipped = actions
+            if isinstance(self.action_space, spaces.Box):
+                clipped = (self.policy.unscale_action(actions) if self.policy.squash_output
+                           else np.clip(actions, self.action_space.low, self.action_space.high))
+            new_obs, rewards, dones, infos = env.step(clipped)
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.reshape(-1, 1)
+            valid = np.array([bool(info.get("valid", True)) for info in infos])
+            truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False))
+                                          and info.get("terminal_observation") is not None for info in infos])
+            final_values = np.zeros(env.num_envs, dtype=np.float32)
+            if truncated.any():
+                ids = np.flatnonzero(truncated)
+                final_obs = np.stack([infos[i]["terminal_observation"] for i in ids])
+                with torch.no_grad():
+                    v = self.denormalize_values(self.policy.predict_values(obs_as_tensor(final_obs, self.device)))
+                final_values[ids] = v.cpu().numpy().reshape(-1)
+            rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts,
+                               self.denormalize_values(values), log_probs, valid=valid,
+                               terminated=dones & ~truncated, dones=dones, final_values=final_values)
+            self._last_obs = new_obs
+            self._last_episode_starts = dones
+        with torch.no_grad():
+            values = self.denormalize_values(self.policy.predict_values(obs_as_tensor(new_obs, self.device)))
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    # ---------------------------------------------------------------------------------- update
+
+    def _minibatches(self, beta: float) -> Generator[MaskedRolloutSamples, None, None]:
+        if self.prioritized:
+            return self.rollout_buffer.get_prioritized(self.batch_size, self.num_minibatches,
+                                                       self.priority_alpha, beta)
+        return self.rollout_buffer.get(self.batch_size)
+
+    def train(self) -> None:
+        """One update on the collected rollout: PopArt step, then ``n_epochs`` passes of minibatches
+        with the masked PPO loss, V-trace recomputed before every epoch after the first."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)
+        buf = self.rollout_buffer
+        if self.popart:
+            self._popart_step()
+        beta = self.priority_beta0 + (self.priority_beta_final - self.priority_beta0) * (
+            1.0 - self._current_progress_remaining)
+        logs: dict[str, list[float]] = defaultdict(list)
+        stop = False
+        for epoch in range(self.n_epochs):
+            if epoch > 0 and self.vtrace:
+                buf.recompute_vtrace(self.rho_bar, self.c_bar)
+            for batch in self._minibatches(beta):
+                actions = batch.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    actions = actions.long().flatten()
+                values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
+                targets = batch.returns
+                if self.popart:
+                    targets = (targets - self.popart_mean) / self.popart_sigma
+                loss, stats = losses.masked_ppo_loss(
+                    log_prob, batch.old_log_prob, batch.advantages, values.flatten(), targets, entropy,
+                    batch.valid, clip_range, self.ent_coef, self.vf_coef, batch.weights, self.normalize_advantage)
+                if self.vtrace:
+                    buf.store_log_rhos(batch.indices, (log_prob - batch.old_log_prob).detach().cpu().numpy())
+                for key, value in stats.items():
+                    logs[key].append(value)
+                if self.target_kl is not None and stats["approx_kl"] > 1.5 * self.target_kl:
+                    stop = True
+                    if self.verbose >= 1:
+                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {stats['approx_kl']:.2f}")
+                    break
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+                logs["loss"].append(loss.item())
+            self._n_updates += 1
+            if stop:
+                break
+        self._record(logs, clip_range)
+
+    def _record(self, logs: dict[str, list[float]], clip_range: float) -> None:
+        buf = self.rollout_buffer
+        for key in ("policy_loss", "value_loss", "entropy_loss", "approx_kl", "clip_fraction", "loss"):
+            if logs[key]:
+                name = "policy_gradient_loss" if key == "policy_loss" else key
+                self.logger.record(f"train/{name}", float(np.mean(logs[key])))
+        self.logger.record("train/explained_variance",
+                           float(explained_variance(buf.values[buf.valid], buf.returns[buf.valid])))
+        self.logger.record("train/valid_fraction", float(buf.valid.mean()))
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+        if self.popart:
+            self.logger.record("train/popart_mean", self.popart_mean)
+            self.logger.record("train/popart_sigma", self.popart_sigma)
+
+
+def _normalizes_reward(env: VecEnv) -> bool:
+    wrapper = unwrap_vec_wrapper(env, VecNormalize)
+    return bool(wrapper is not None and wrapper.norm_reward)

@@ -1,0 +1,185 @@
+"""terrazero_env.agents.PPO: equivalence with stock SB3 PPO, masking, bootstraps, PopArt, priorities."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+import gymnasium as gym  # noqa: E402
+from stable_baselines3 import PPO as SB3PPO  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize  # noqa: E402
+from terrazero_env.agents import PPO, losses  # noqa: E402
+from terrazero_env.agents.ppo import MaskedRolloutBuffer  # noqa: E402
+from terrazero_env.wrappers import DPSA  # noqa: E402
+
+import terrazero_env  # noqa: E402
+
+SMALL = {"ego_hidden": 32, "entity_hidden": 32, "trunk": (64, 64)}
+COMMON = dict(n_steps=32, batch_size=32, n_epochs=2, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95, clip_range=0.2,
+              ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, seed=0,
+              policy_kwargs={"net_arch": [32, 32], "optimizer_kwargs": {"eps": 1e-8}})
+
+
+def cartpole(n=4):
+    return DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+
+
+def test_one_update_matches_stock_sb3_ppo():
+    initial = [p.detach().clone() for p in SB3PPO("MlpPolicy", cartpole(), **COMMON).policy.parameters()]
+    # Each model is built and trained before the next: construction re-seeds the global RNGs.
+    stock = SB3PPO("MlpPolicy", cartpole(), **COMMON)
+    stock.learn(32 * 4)
+    for p, q in zip(initial, PPO("MlpPolicy", cartpole(), **COMMON).policy.parameters()):
+        torch.testing.assert_close(q, p, rtol=0, atol=0)
+    ours = PPO("MlpPolicy", cartpole(), vtrace=False, popart=False, prioritized=False, **COMMON)
+    ours.learn(32 * 4)
+    np.testing.assert_allclose(ours.rollout_buffer.advantages, stock.rollout_buffer.advantages.reshape(4, 32).T,
+                               atol=1e-6)
+    moved = 0.0
+    for (name, p), q, p0 in zip(stock.policy.named_parameters(), ours.policy.parameters(), initial):
+        torch.testing.assert_close(q, p, rtol=0, atol=1e-6, msg=name)
+        moved = max(moved, float((p.detach() - p0).abs().max()))
+    assert moved > 1e-4  # the update did change the parameters
+
+
+def test_single_epoch_vtrace_is_on_policy_ppo():
+    stock = SB3PPO("MlpPolicy", cartpole(), **{**COMMON, "n_epochs": 1})
+    stock.learn(32 * 4)
+    ours = PPO("MlpPolicy", cartpole(), vtrace=True, popart=False, prioritized=False, **{**COMMON, "n_epochs": 1})
+    ours.learn(32 * 4)
+    for p, q in zip(stock.policy.parameters(), ours.policy.parameters()):
+        torch.testing.assert_close(q, p, rtol=0, atol=1e-6)
+
+
+def quick_model(**kwargs):
+    venv = DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"), threshold=0.5, horizon=20)
+    return PPO("DeepSetsPolicy", venv, n_steps=32, seed=0, policy_kwargs=SMALL, **kwargs)
+
+
+def collect(model):
+    from stable_baselines3.common.callbacks import CallbackList
+
+    model._setup_learn(model.n_steps * model.n_envs, CallbackList([]))
+    callback = CallbackList([])
+    callback.init_callback(model)
+    assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+    return model.rollout_buffer
+
+
+def test_padding_leaves_loss_and_gradient_unchanged():
+    model = quick_model()
+    buf = collect(model)
+    assert not buf.valid.all()  # DPSA produced padding
+    real = np.flatnonzero(buf._flat(buf.valid))[:48]
+    batch = buf._samples(real)
+    rng = np.random.default_rng(0)
+    pad = 17
+    obs_pad = torch.as_tensor(rng.normal(scale=1e3, size=(pad, batch.observations.shape[1])), dtype=torch.float32)
+    nan = torch.full((pad,), float("nan"))
+    padded = batch._replace(
+        observations=torch.cat([obs_pad[:7], batch.observations, obs_pad[7:]]),
+        actions=torch.cat([torch.full((7, 1), 3.0), batch.actions, torch.full((pad - 7, 1), 11.0)]),
+        old_log_prob=torch.cat([nan[:7], batch.old_log_prob, torch.full((pad - 7,), float("inf"))]),
+        advantages=torch.cat([nan[:7] * 0 + 1e9, batch.advantages, nan[7:]]),
+        returns=torch.cat([nan[:7], batch.returns, nan[7:] * 0 - 1e9]),
+        valid=torch.cat([torch.zeros(7, dtype=torch.bool), batch.valid, torch.zeros(pad - 7, dtype=torch.bool)]))
+
+    def loss_and_grad(b):
+        model.policy.zero_grad()
+        values, log_prob, entropy = model.policy.evaluate_actions(b.observations, b.actions.long().flatten())
+        loss, _ = losses.masked_ppo_loss(log_prob, b.old_log_prob, b.advantages, values.flatten(), b.returns,
+                                         entropy, b.valid, 0.2, 0.01, 0.5)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.policy.parameters()]
+
+    l1, g1 = loss_and_grad(batch)
+    l2, g2 = loss_and_grad(padded)
+    # float32 (SB3 casts observations to float32): the padded sums run over more zeros in another order.
+    torch.testing.assert_close(l2, l1, rtol=1e-5, atol=1e-7)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+    assert any(float(a.abs().max()) > 0 for a in g1)
+
+
+def test_buffer_bootstraps_truncation_not_terminal():
+    buf = MaskedRolloutBuffer(2, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), "cpu", gae_lambda=0.8,
+                              gamma=0.9, n_envs=2, segment_length=1)
+    obs, act = np.zeros((2, 3), np.float32), np.zeros((2, 1))
+    buf.add(obs, act, np.array([1.0, 1.0]), np.zeros(2), torch.tensor([0.5, 0.5]), torch.zeros(2),
+            valid=np.ones(2, bool), terminated=np.zeros(2, bool), dones=np.zeros(2, bool), final_values=np.zeros(2))
+    buf.add(obs, act, np.array([2.0, 2.0]), np.zeros(2), torch.tensor([0.25, 0.25]), torch.zeros(2),
+            valid=np.ones(2, bool), terminated=np.array([False, True]), dones=np.array([True, True]),
+            final_values=np.array([4.0, 99.0]))
+    buf.compute_returns_and_advantage(torch.tensor([[123.0], [-55.0]]), np.array([True, True]))
+    np.testing.assert_allclose(buf.next_values, [[0.25, 0.25], [4.0, 0.0]])
+    np.testing.assert_allclose(buf.advantages, [[4.577, 1.985], [5.35, 1.75]], rtol=1e-6)
+
+
+def test_collect_records_truncation_bootstrap_and_padding():
+    model = quick_model(popart=False)
+    buf = collect(model)
+    truncated = buf.dones & ~buf.terminated & buf.valid
+    assert truncated.any()  # DPSA truncates the survivors at its global reset
+    assert np.all(buf.final_values[truncated] != 0)
+    np.testing.assert_array_equal(buf.next_values[truncated], buf.final_values[truncated])
+    assert np.all(buf.advantages[~buf.valid] == 0)
+    # A valid step followed by padding ends its trace.
+    assert np.all(buf.dones[:-1][buf.valid[:-1] & ~buf.valid[1:]])
+
+
+def test_popart_step_preserves_denormalized_values():
+    model = quick_model(popart=True)
+    buf = collect(model)
+    buf.returns = buf.returns * 30.0 + 50.0  # far from the current statistics
+    obs = torch.as_tensor(buf.observations[:, 0])
+    with torch.no_grad():
+        before = model.denormalize_values(model.policy.predict_values(obs))
+    model._popart_step()
+    with torch.no_grad():
+        after = model.denormalize_values(model.policy.predict_values(obs))
+    assert model.popart_mean > 1.0
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-5)
+
+
+def test_prioritized_minibatches_are_weighted_segments():
+    model = quick_model(segment_length=8)
+    buf = collect(model)
+    np.random.seed(0)
+    batches = list(buf.get_prioritized(model.batch_size, 16, 0.85, 0.9))
+    assert len(batches) == 16
+    for b in batches:
+        seg = b.indices.reshape(-1, 8)
+        assert np.all(seg % 8 == np.arange(8)) and np.all(np.diff(seg, axis=1) == 1)
+        assert b.weights is not None and float(b.weights.max()) <= 1.0 + 1e-6 and float(b.weights.min()) > 0
+
+
+def test_vtrace_recompute_uses_stored_ratios():
+    model = quick_model()
+    buf = collect(model)
+    rng = np.random.default_rng(1)
+    idx = rng.choice(buf.buffer_size * buf.n_envs, 40, replace=False)
+    buf.store_log_rhos(idx, rng.normal(size=40).astype(np.float32))
+    assert np.count_nonzero(buf.log_rhos) == 40
+    buf.recompute_vtrace(1.0, 1.0)
+    adv, vs = losses.vtrace_gae(buf.log_rhos, buf.rewards, buf.values, buf.next_values, buf.terminated, buf.dones,
+                                buf.valid, buf.gamma, buf.gae_lambda)
+    np.testing.assert_array_equal(buf.advantages, adv)
+    np.testing.assert_array_equal(buf.returns, vs)
+
+
+def test_learn_save_load_predict(tmp_path):
+    model = quick_model()
+    model.learn(model.n_steps * model.n_envs)
+    assert model.popart_mean != 0.0
+    model.save(tmp_path / "m.zip")
+    loaded = PPO.load(tmp_path / "m.zip")
+    obs = model.rollout_buffer.observations[0]
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    assert loaded.popart_mean == model.popart_mean
+
+
+def test_popart_refuses_reward_normalization():
+    with pytest.raises(ValueError, match="PopArt"):
+        PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=True, prioritized=False)
+    PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=False, prioritized=False)
