@@ -28,12 +28,14 @@ from terrazero_env.maps import asset_path, load
 CONFIGS = [(1, 32), (16, 32), (64, 16)]
 
 
-def bench(map_name: str, W: int, K: int, steps: int, repeats: int = 3, threads: int = 1, seed: int = 0) -> dict:
+def bench(map_name: str, W: int, K: int, steps: int, repeats: int = 3, threads: int = 1, seed: int = 0,
+          idm: int = 0) -> dict:
+    """``idm``: extra IDM-driven cars per world besides the K controlled ones."""
     m = load(asset_path(map_name))
     cfg = EngineConfig(
-        num_worlds=W, slots_per_world=K, max_agents_per_world=K,
+        num_worlds=W, slots_per_world=K, max_agents_per_world=K + idm, episode_length=100_000,
         consequences={k: Consequence.NONE for k in ("collision", "offroad", "wrong_way")},
-        init=InitConfig(num_agents=(K, K), placement_tries=200),
+        init=InitConfig(num_agents=(K + idm, K + idm), placement_tries=200, idm_fraction=1.0),
         obs=ObsConfig(lane_state=True, partner_acceleration=True),
     )
     e = _engine.Engine(cfg, maps=m, num_threads=threads)
@@ -53,11 +55,11 @@ def bench(map_name: str, W: int, K: int, steps: int, repeats: int = 3, threads: 
         t0 = time.perf_counter()
         for t in range(steps):
             e.step(actions[t])
-            live += int(e.valid.sum())
+            live += int(e.valid.sum()) + idm * W
         walls.append(time.perf_counter() - t0)
     wall = float(np.median(walls))
     return {
-        "map": map_name, "W": W, "K": K, "threads": threads, "agents": int(e.valid.sum()), "steps": steps,
+        "map": map_name, "W": W, "K": K, "idm": idm, "threads": threads, "agents": int(e.valid.sum()), "steps": steps,
         "agent_steps_per_s": live / wall, "world_steps_per_s": W * steps / wall,
         "us_per_agent_step": 1e6 * wall / max(live, 1),
         "reset_ms_per_world": reset_ms, "obs_dim": e.obs_dim,
@@ -77,7 +79,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = [bench(m, W, K, args.steps, args.repeats, t) for m in args.maps for W, K in CONFIGS for t in args.threads
             if t == 1 or W > 1]
-    cols = ["map", "W", "K", "threads", "agents", "agent_steps_per_s", "us_per_agent_step", "reset_ms_per_world", "obs_dim",
+    # The cost of rule-based traffic: 32 vehicles per world, all policy-controlled vs half IDM.
+    rows += [bench(args.maps[0], 16, 32, args.steps, args.repeats), bench(args.maps[0], 16, 16, args.steps, args.repeats, idm=16)]
+    cols = ["map", "W", "K", "idm", "threads", "agents", "agent_steps_per_s", "us_per_agent_step", "reset_ms_per_world", "obs_dim",
             "buffer_bytes_per_agent", "bytes_per_world", "shared_map_bytes"]
     print(" | ".join(f"{c:>14}" for c in cols))
     for r in rows:
