@@ -513,7 +513,7 @@ cdef class Engine:
         copy; rows past ``n_agents[w]`` are unused). Fields (metres, radians, m/s): ``x y z heading
         speed length width height goal_x goal_y`` (float64), ``cls`` (AgentType), ``role``
         (0 policy, 1 static, 2 log replay, 3 IDM), ``slot`` (controlled slot or -1), ``alive``, and this
-        step's flags ``collided offroad wrong_way goal_reached`` (int32)."""
+        step's flags ``collided offroad wrong_way red_light ran_stop_line goal_reached`` (int32)."""
         cdef Agent probe
         cdef size_t b = <size_t>&probe
         fields = [("x", <size_t>&probe.x - b), ("y", <size_t>&probe.y - b), ("z", <size_t>&probe.z - b),
@@ -524,6 +524,7 @@ cdef class Engine:
         ints = [("cls", <size_t>&probe.cls - b), ("role", <size_t>&probe.role - b), ("slot", <size_t>&probe.slot - b),
                 ("alive", <size_t>&probe.alive - b), ("collided", <size_t>&probe.collided - b),
                 ("offroad", <size_t>&probe.offroad - b), ("wrong_way", <size_t>&probe.wrong_way - b),
+                ("red_light", <size_t>&probe.red_light - b), ("ran_stop_line", <size_t>&probe.ran_stop_line - b),
                 ("goal_reached", <size_t>&probe.goal_reached - b)]
         dt = np.dtype({"names": [n for n, _ in fields] + [n for n, _ in ints],
                        "formats": ["<f8"] * len(fields) + ["<i4"] * len(ints),

@@ -167,6 +167,7 @@ def test_running_the_red_is_exactly_one_violation(junction):
         rewards.append(float(e.rewards[0]))
     assert e.counters[0, RED_LIGHT] == 1
     assert min(rewards) == pytest.approx(-(3.0 + 0.1 * 8.0), rel=1e-6)
+    assert e.agents[0, 0]["red_light"] == 0  # the state view's flag is this step's (the crossing is past)
 
 
 def test_yellow_is_legal_to_clear(junction):
