@@ -117,7 +117,8 @@ def test_invalid_input_is_rejected_with_a_named_error(case):
 
 
 def test_valid_fixture_builds():
-    build(tiny_junction(tracks=True))
+    m = build(tiny_junction(tracks=True))
+    assert len(m.lanes) == 24 and len(m.intersections) == 1 and m.tracks.state.shape == (2, 5, 6)
 
 
 def test_json_errors_name_the_element():

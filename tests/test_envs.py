@@ -190,7 +190,11 @@ def test_pettingzoo_aec_api_test():
 def test_pettingzoo_parallel_seed_test():
     from pettingzoo.test import parallel_seed_test
 
-    parallel_seed_test(lambda: terrazero_env.parallel_env("quick", episode_length=30))
+    parallel_seed_test(lambda: terrazero_env.parallel_env("quick", episode_length=30))  # raises on a mismatch
+    a, b = terrazero_env.parallel_env("quick"), terrazero_env.parallel_env("quick")
+    oa, _ = a.reset(seed=9)
+    ob, _ = b.reset(seed=9)
+    assert oa.keys() == ob.keys() and all(np.array_equal(oa[k], ob[k]) for k in oa)
 
 
 def test_pettingzoo_registry_and_truncation_semantics():
@@ -257,7 +261,8 @@ def test_unknown_preset_lists_the_presets():
 def test_config_dict_is_plain_data():
     import json
 
-    json.dumps(config_to_dict(load_config("sim_agent")))
+    cfg = load_config("sim_agent")
+    assert config_from_dict(json.loads(json.dumps(config_to_dict(cfg)))) == cfg
 
 
 def test_sb3_adapter_over_multi_slot_worlds_reports_episode_ends_and_padding():

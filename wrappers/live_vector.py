@@ -153,8 +153,8 @@ class LiveVectorEnv(VectorEnv):
                 try:
                     pipe.send(("close", None))
                     pipe.recv()
-                except (BrokenPipeError, EOFError):
-                    pass
+                except (BrokenPipeError, EOFError):  # the worker is already gone
+                    proc.terminate()
                 proc.join(timeout=5)
         else:
             for env in self.envs:

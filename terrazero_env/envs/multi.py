@@ -101,7 +101,9 @@ class ParallelDriveEnv(ParallelEnv):
         return frame_rgb(self.engine, 0)
 
     def close(self) -> None:
-        pass
+        """Release the engine (its buffers and map references); the env is unusable afterwards."""
+        self.agents = []
+        self.engine = None
 
 
 def parallel_env(preset: str | EngineConfig | None = "quick", **kwargs: Any) -> ParallelDriveEnv:
