@@ -99,9 +99,9 @@ cdef inline void _paint(const MapC* m, const SigParams* p, SigState* s) noexcept
                 first = m.leg_off[i] + k
                 for q in range(m.leg_head_off[first], m.leg_head_off[first + 1]):
                     s.head[m.leg_heads[q]] = colour
-    for sl in range(m.n_stop_lines):
-        s.sl[sl] = SIG_OFF if p.controller != CTRL_CHRISTMAS else s.sl[sl]
     if p.controller != CTRL_CHRISTMAS:
+        for sl in range(m.n_stop_lines):
+            s.sl[sl] = SIG_OFF
         for h in range(m.n_heads):
             sl = m.head_sl[h]
             if s.sl[sl] == SIG_OFF or s.head[h] > s.sl[sl]:
@@ -140,9 +140,6 @@ cdef inline void signals_reset(const MapC* m, const SigParams* p, SigState* s, R
                 k = _next_unit(m, p, s, i, k)
             s.stage[i] = k
             s.timer[i] = rng_uniform(rng) * _green_time(m, p, i, k)
-    if p.controller != CTRL_CHRISTMAS:
-        for sl in range(m.n_stop_lines):
-            s.sl[sl] = SIG_OFF
     _paint(m, p, s)
 
 
