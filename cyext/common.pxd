@@ -188,6 +188,8 @@ ctypedef struct MapC:
     const int* stage_heads
     const long long* stage_perm_off   # [n_stages + 1] -> stage_perm
     const int* stage_perm
+    const long long* conf_off  # [L + 1]: intersection lanes that cross or merge with each lane
+    const int* conf
     # logged tracks (log and hybrid initialization)
     Py_ssize_t n_tracks, track_steps
     const double* track_state  # [A, T, 6]: x, y, z, heading, vx, vy

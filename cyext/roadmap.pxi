@@ -335,6 +335,12 @@ cdef class RoadMap:
         c.stage_heads = _ptr_i32(plan["stage_heads"])
         c.stage_perm_off = _ptr_i64(plan["stage_perm_off"])
         c.stage_perm = _ptr_i32(plan["stage_perm"])
+        from terrazero_env.maps.conflicts import lane_conflicts
+        conf = lane_conflicts(m)
+        keep["conf_off"] = np.ascontiguousarray(conf.offsets, np.int64)
+        keep["conf"] = np.ascontiguousarray(conf.values, np.int32)
+        c.conf_off = _ptr_i64(keep["conf_off"])
+        c.conf = _ptr_i32(keep["conf"])
 
     @property
     def signal_plan(self):

@@ -57,6 +57,45 @@ cdef inline void _point_ahead(const MapC* m, Agent* a, double dist, double* x, d
     lane_point(m, lane, s, x, y, &z, &h)
 
 
+cdef inline bint _conflicts(const MapC* m, int lane, int other) noexcept nogil:
+    cdef long long k
+    if lane < 0 or other < 0:
+        return False
+    for k in range(m.conf_off[lane], m.conf_off[lane + 1]):
+        if m.conf[k] == other:
+            return True
+    return False
+
+
+cdef inline double _entry_distance(const MapC* m, Agent* b) noexcept nogil:
+    """Distance from b's front to the end of its current lane."""
+    return lane_length(m, b.lane) - b.lane_s - 0.5 * b.length
+
+
+cdef inline bint _must_yield(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """About to enter an intersection lane: yield to a vehicle already on a conflicting one, or to one
+    nearer its own conflicting entry (ties by index), so that one of two never both go."""
+    cdef Agent* a = &agents[i]
+    cdef Agent* b
+    cdef Py_ssize_t j
+    cdef int nxt = a.route_lane
+    cdef double mine = _entry_distance(m, a), theirs
+    for j in range(n):
+        if j == i:
+            continue
+        b = &agents[j]
+        if not b.alive or b.lane < 0:
+            continue
+        if _conflicts(m, nxt, b.lane):
+            return True  # b is inside the junction on a crossing or merging lane
+        if b.role == 3 and b.route_lane >= 0 and _conflicts(m, nxt, b.route_lane):
+            theirs = _entry_distance(m, b)
+            if theirs < 12.0 and (theirs < mine or (theirs == mine and j < i)) and b.speed > 0.1 or \
+                    (theirs < 1.0 and theirs < mine):
+                return True
+    return False
+
+
 cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp,
                           const IdmParams* p, const unsigned char* sl_state, Rng* rng, double dt) noexcept nogil:
     cdef Agent* a = &agents[i]
@@ -141,6 +180,13 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
                     gap = dist_bar if dist_bar > 0.05 else 0.05
                     lead_v = 0.0
                 break
+    # Right of way at intersections: wait at the lane end before entering a conflicting junction lane.
+    if a.route_lane >= 0 and m.lane_inter[a.lane] < 0 and m.lane_inter[a.route_lane] >= 0:
+        dist_bar = L - a.lane_s - 0.5 * a.length
+        if dist_bar < 12.0 and _must_yield(m, agents, n, i):
+            if dist_bar < gap:
+                gap = dist_bar if dist_bar > 0.05 else 0.05
+                lead_v = 0.0
     v0 = p.v0_scale[mode] * m.lane_speed[a.lane]
     T = p.time_headway[mode]
     amax = p.max_accel[mode]

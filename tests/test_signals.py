@@ -274,3 +274,20 @@ def test_idm_vehicle_stops_at_a_red_line_and_goes_on_green():
     for _ in range(60):
         e.step(np.zeros(2, np.int32))
     assert e.agents[0, 0]["x"] < end[0] - 5.0  # through the junction
+
+
+def test_intersection_lane_conflicts_are_crossings_and_merges():
+    from terrazero_env.maps.conflicts import lane_conflicts
+
+    m = build(tiny_junction())
+    conf = lane_conflicts(m)
+    # Connectors: from leg i (E, N, W, S) lanes 8 + 3i + (0 right, 1 straight, 2 left).
+    straight_e, straight_n, straight_w = 9, 12, 15
+    left_e, right_e, right_n = 10, 8, 11
+    assert straight_n in conf.row(straight_e).tolist()  # perpendicular throughs cross
+    assert straight_w not in conf.row(straight_e).tolist()  # opposite throughs run side by side
+    assert straight_w in conf.row(left_e).tolist()  # a left turn crosses the opposing through
+    assert right_n not in conf.row(right_e).tolist()  # right turns hug their own corners
+    # The left turn from the south and the right turn from the north both end on the west exit.
+    assert 19 in conf.row(11).tolist() and 11 in conf.row(19).tolist()
+    assert all(conf.lengths()[:8] == 0)  # lanes outside the junction have none
