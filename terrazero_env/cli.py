@@ -6,6 +6,7 @@
     terrazero maps list                      bundled maps
     terrazero maps regenerate [--out-dir D]  rebuild the bundled maps from their YAML specs
     terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
+    terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
 """
 
 from __future__ import annotations
@@ -109,6 +110,16 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from terrazero_env.agents.train import train  # the only command that imports torch
+
+    overrides = {k: _yaml_value(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    train(preset=args.preset, total_steps=args.total_steps, out=args.out, seed=args.seed, threshold=args.threshold,
+          num_worlds=args.worlds, n_steps=args.n_steps, full_policy=args.full_policy, device=args.device,
+          torch_threads=args.torch_threads, overrides=overrides)
+    return 0
+
+
 def _yaml_value(text: str):
     import yaml
 
@@ -151,6 +162,20 @@ def make_parser() -> argparse.ArgumentParser:
                     help="dotted config override, e.g. --set init.num_agents=[10,20]")
     rr.add_argument("-o", "--output", required=True, help=".mp4 (needs imageio-ffmpeg) or .gif")
     rr.set_defaults(func=_cmd_render_rollout)
+    t = sub.add_parser("train", help="train PPO (SMPO, V-trace, PopArt, priorities) with DPSA sampling")
+    t.add_argument("--preset", default="quick")
+    t.add_argument("--total-steps", type=int, default=50_000, help="agent steps")
+    t.add_argument("--out", default="runs/quick", help="folder for config, progress log and checkpoint")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threshold", type=float, default=0.5, help="DPSA termination-rate threshold")
+    t.add_argument("--worlds", type=int, default=None, help="worlds (default: the preset's)")
+    t.add_argument("--n-steps", type=int, default=64, help="rollout length per update")
+    t.add_argument("--full-policy", action="store_true", help="the paper-sized Deep Sets policy (~3.4M parameters)")
+    t.add_argument("--device", default="cpu")
+    t.add_argument("--torch-threads", type=int, default=None)
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted config override, e.g. --set rewards.collision=[0,3]")
+    t.set_defaults(func=_cmd_train)
     return p
 
 

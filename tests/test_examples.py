@@ -49,3 +49,31 @@ def test_cli_render_writes_an_animation(tmp_path):
                         str(tmp_path / "roll.gif")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "roll.gif").is_file() and "5 frames" in r.stdout
+
+
+def test_cli_train_prints_progress_and_leaves_a_loadable_checkpoint(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    import json
+
+    exe = Path(sys.executable).with_name("terrazero")
+    r = subprocess.run([str(exe), "train", "--preset", "quick", "--total-steps", "512", "--worlds", "2",
+                        "--n-steps", "32", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "steps/s" in r.stdout and "saved" in r.stdout
+    rows = [json.loads(line) for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert rows and rows[-1]["agent_steps"] >= 512 and rows[-1]["agent_steps_per_s"] > 0
+    from terrazero_env.agents import PPO
+
+    model = PPO.load(tmp_path / "checkpoint.zip")
+    assert model.num_timesteps >= 512
+    from terrazero_env.config_io import load_config
+
+    assert load_config(tmp_path / "config.yaml").num_worlds == 2
+
+
+def test_cli_train_reports_a_bad_config_before_any_work(tmp_path):
+    exe = Path(sys.executable).with_name("terrazero")
+    r = subprocess.run([str(exe), "train", "--preset", "quick", "--set", "obs.dtype=int8", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "ObsConfig.dtype" in r.stderr
+    assert not (tmp_path / "checkpoint.zip").exists()
