@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from terrazero_env.wrappers import DPSA
 
 import terrazero_env
 from terrazero_env.config_io import dump_config, load_config
-from terrazero_env.wrappers import DPSA
 
 from .ppo import PPO
 
