@@ -25,6 +25,7 @@ parent breaks (the parent died); the parent unlinks the segment.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import operator
 import os
@@ -215,10 +216,8 @@ def _worker_main(conn: Connection, segment_name: str, spec: _Spec, config: Engin
 def _shutdown(conns: list[Connection], procs: list[Any], segment: _Segment) -> None:
     """Stop the workers (politely, then by force), close the pipes, unlink and close the segment."""
     for conn in conns:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a worker that is already gone
             conn.send_bytes(_QUIT)
-        except (OSError, ValueError):
-            pass
     for proc in procs:
         proc.join(_JOIN_TIMEOUT)
         if proc.is_alive():
@@ -229,10 +228,8 @@ def _shutdown(conns: list[Connection], procs: list[Any], segment: _Segment) -> N
             proc.join()
     for conn in conns:
         conn.close()
-    try:
+    with contextlib.suppress(FileNotFoundError):  # already unlinked
         segment.unlink()
-    except FileNotFoundError:
-        pass
     segment.close()
 
 
