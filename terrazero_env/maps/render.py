@@ -13,6 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 
+from .polyline import convex_hull
 from .schema import MapData, Ragged, RoadLineType
 
 __all__ = ["render_map"]
@@ -64,28 +65,6 @@ def _lane_surfaces(m: MapData) -> list[np.ndarray]:
     return [np.concatenate([a, b[::-1]]) for a, b in zip(left, right, strict=True)]
 
 
-def _turn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
-    """Twice the signed area of triangle ``abc`` (positive when counter-clockwise)."""
-    return float((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]))
-
-
-def _convex_hull(points: np.ndarray) -> np.ndarray:
-    """Counter-clockwise convex hull ``[h, 2]`` of ``points`` ``[k, 2]`` (monotone chain)."""
-    pts = np.unique(points, axis=0)
-    if pts.shape[0] < 3:
-        return pts
-
-    def half(seq: np.ndarray) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for p in seq:
-            while len(out) >= 2 and _turn(out[-2], out[-1], p) <= 0:
-                out.pop()
-            out.append(p)
-        return out[:-1]
-
-    return np.array(half(pts) + half(pts[::-1]))
-
-
 def _junction_floors(m: MapData) -> list[np.ndarray]:
     """For each intersection whose lanes all lead straight out of it (not a roundabout ring), the convex
     hull of where its lanes start and end, to pave the gaps between diverging junction lanes."""
@@ -103,7 +82,7 @@ def _junction_floors(m: MapData) -> list[np.ndarray]:
     owner = np.concatenate([inter, inter])
     floors = []
     for k in np.nonzero(~chained)[0]:
-        hull = _convex_hull(ends[owner == k])
+        hull = convex_hull(ends[owner == k])
         if hull.shape[0] >= 3:
             floors.append(hull)
     return floors

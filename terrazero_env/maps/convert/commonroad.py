@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ..builder import MapValidationError
+from ..polyline import convex_hull, dedupe, normalized_arc, resample_at
 from ..schema import (
     AgentType,
     Intersections,
@@ -143,32 +144,10 @@ def _exact(state: ET.Element, tag: str, what: str) -> float | None:
     return None
 
 
-def _dedupe(pts: np.ndarray, min_seg: float = _MIN_SEGMENT) -> np.ndarray:
-    """Drop points closer than ``min_seg`` to the previously kept one; the last point is kept."""
-    keep = [0]
-    for i in range(1, len(pts)):
-        if np.linalg.norm(pts[i, :2] - pts[keep[-1], :2]) >= min_seg:
-            keep.append(i)
-    if len(keep) > 1 and np.linalg.norm(pts[-1, :2] - pts[keep[-1], :2]) > 0:
-        keep[-1] = len(pts) - 1
-    return pts[keep]
-
-
-def _arc(p: np.ndarray) -> np.ndarray:
-    """Normalised arc length of each point, from 0 to 1 (uniform if the line has no length)."""
-    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p[:, :2], axis=0), axis=1))])
-    return s / s[-1] if s[-1] > 0 else np.linspace(0.0, 1.0, len(p))
-
-
-def _resample(p: np.ndarray, u: np.ndarray) -> np.ndarray:
-    s = _arc(p)
-    return np.stack([np.interp(u, s, p[:, k]) for k in range(p.shape[1])], axis=1)
-
-
 def _centerline(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, float]:
     """Mean of the two bounds at the union of their arc-length break points, and the mean width."""
-    u = np.unique(np.concatenate([_arc(left), _arc(right)]))
-    lu, ru = _resample(left, u), _resample(right, u)
+    u = np.unique(np.concatenate([normalized_arc(left), normalized_arc(right)]))
+    lu, ru = resample_at(left, u), resample_at(right, u)
     width = float(np.mean(np.linalg.norm(lu[:, :2] - ru[:, :2], axis=1)))
     return 0.5 * (lu + ru), width
 
@@ -334,7 +313,7 @@ def convert(path: str | Path, *, tracks: bool = True) -> MapData:
         ll.left = ll.left - offset
         ll.right = ll.right - offset
         c, w = _centerline(ll.left, ll.right)
-        c = _dedupe(c)
+        c = dedupe(c)
         if len(c) < 2:
             _fail(f"lanelet {ll.id}: degenerate, its centerline has no length (bounds collapse to a point)")
         if not w > 0:
@@ -459,24 +438,6 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
 
 
-def _convex_hull(points: np.ndarray) -> np.ndarray:
-    """Counter-clockwise convex hull of 2-D points (monotone chain)."""
-    pts = np.unique(points, axis=0)
-    if len(pts) < 3:
-        return pts
-
-    def half(seq: np.ndarray) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for p in seq:
-            while len(out) >= 2 and _cross(out[-1] - out[-2], p - out[-2]) <= 0:
-                out.pop()
-            out.append(p)
-        return out
-
-    lower, upper = half(pts), half(pts[::-1])
-    return np.array(lower[:-1] + upper[:-1])
-
-
 def _inside(hull: np.ndarray, p: np.ndarray) -> bool:
     if len(hull) < 3:
         return False
@@ -492,7 +453,7 @@ def _junction_interior(lanelets: list[_Lanelet], inter_rows: list[list[int]], su
         if not row:
             continue
         inside[row] = True
-        hull = _convex_hull(np.concatenate([np.concatenate([lanelets[i].left, lanelets[i].right])[:, :2]
+        hull = convex_hull(np.concatenate([np.concatenate([lanelets[i].left, lanelets[i].right])[:, :2]
                                             for i in row]))
         frontier = list(row)
         while frontier:
@@ -517,7 +478,7 @@ def _lines(lanelets: list[_Lanelet], index: dict[int, int],
     for i, ll in enumerate(lanelets):
         for pts, marking, adj in ((ll.left, ll.left_marking, ll.adj_left),
                                   (ll.right, ll.right_marking, ll.adj_right)):
-            pts = _dedupe(pts)
+            pts = dedupe(pts)
             if len(pts) < 2:
                 continue
             if adj is not None and adj in index and index[adj] < i:

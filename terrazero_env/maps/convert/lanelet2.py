@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..builder import MapValidationError
+from ..polyline import normalized_arc, resample_at
 from ..schema import (
     Handedness,
     Lanes,
@@ -118,15 +119,6 @@ def _tags(el: ET.Element) -> dict[str, str]:
     return {t.get("k", ""): t.get("v", "") for t in el.findall("tag")}
 
 
-def _resample(p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Polyline ``p`` sampled at normalised arc lengths ``s`` (0..1)."""
-    d = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(p[:, :2], axis=0), axis=1))]
-    if d[-1] <= 0:
-        return np.repeat(p[:1], len(s), axis=0)
-    d /= d[-1]
-    return np.stack([np.interp(s, d, p[:, k]) for k in range(3)], axis=1)
-
-
 def _dedupe(p: np.ndarray, min_seg: float = 1e-2) -> np.ndarray:
     """Drop points closer than ``min_seg`` to their predecessor, keeping both end points."""
     while len(p) > 1:
@@ -145,9 +137,9 @@ def _dedupe(p: np.ndarray, min_seg: float = 1e-2) -> np.ndarray:
 def _left_side(left: np.ndarray, right: np.ndarray) -> float:
     """Positive when ``left`` lies to the left of the direction both bounds run in."""
     s = np.linspace(0.1, 0.9, 9)
-    mid = lambda t: (_resample(left, t) + _resample(right, t))[:, :2] / 2  # noqa: E731
+    mid = lambda t: (resample_at(left, t) + resample_at(right, t))[:, :2] / 2  # noqa: E731
     tangent = mid(s + 0.05) - mid(s - 0.05)
-    across = (_resample(left, s) - _resample(right, s))[:, :2]
+    across = (resample_at(left, s) - resample_at(right, s))[:, :2]
     return float(np.sum(tangent[:, 0] * across[:, 1] - tangent[:, 1] * across[:, 0]))
 
 
@@ -178,12 +170,8 @@ def _length(p: np.ndarray) -> float:
 
 
 def _centerline(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    def norm_arc(p: np.ndarray) -> np.ndarray:
-        d = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(p[:, :2], axis=0), axis=1))]
-        return d / d[-1] if d[-1] > 0 else d
-
-    s = np.unique(np.r_[norm_arc(left), norm_arc(right)])
-    c = (_resample(left, s) + _resample(right, s)) / 2
+    s = np.unique(np.r_[normalized_arc(left), normalized_arc(right)])
+    c = (resample_at(left, s) + resample_at(right, s)) / 2
     c[0], c[-1] = (left[0] + right[0]) / 2, (left[-1] + right[-1]) / 2
     return _dedupe(c)
 
@@ -375,8 +363,8 @@ def convert(path: str | Path, *, origin: tuple[float, float] | None = None, tole
     lane_type, width, speed = [], [], []
     for ll in lanelets:
         cl = centerlines[ll.rid]
-        w = float(np.mean(np.linalg.norm(_resample(ll.left_pts, np.linspace(0, 1, 8))[:, :2]
-                                         - _resample(ll.right_pts, np.linspace(0, 1, 8))[:, :2], axis=1)))
+        w = float(np.mean(np.linalg.norm(resample_at(ll.left_pts, np.linspace(0, 1, 8))[:, :2]
+                                         - resample_at(ll.right_pts, np.linspace(0, 1, 8))[:, :2], axis=1)))
         v = _speed(ll.tags.get("speed_limit", ""), ll.rid)
         sub = ll.tags.get("subtype", "road")
         one_way = ll.tags.get("one_way", "no" if sub == "play_street" else "yes") != "no"
@@ -432,7 +420,7 @@ def convert(path: str | Path, *, origin: tuple[float, float] | None = None, tole
             for wid in (ll.left, ll.right):
                 uses[wid] = uses.get(wid, 0) + 1
         # A bound is a road edge when it belongs to one lanelet and no other lane runs beside it.
-        samples = [(_resample(c, np.linspace(0, 1, max(2, int(np.ceil(_length(c) / 2.0)) + 1)))[:, :2], k)
+        samples = [(resample_at(c, np.linspace(0, 1, max(2, int(np.ceil(_length(c) / 2.0)) + 1)))[:, :2], k)
                    for k, c in enumerate(cls)]
         sample_xy = np.concatenate([xy for xy, _ in samples])
         sample_lane = np.concatenate([np.full(len(xy), k) for xy, k in samples])
@@ -443,7 +431,7 @@ def convert(path: str | Path, *, origin: tuple[float, float] | None = None, tole
                 p = _dedupe(ways[wid])
                 if uses[wid] != 1 or way_tags[wid].get("type") or len(p) < 2:
                     continue
-                probe = _resample(p, np.array([0.25, 0.5, 0.75]))[:, :2]
+                probe = resample_at(p, np.array([0.25, 0.5, 0.75]))[:, :2]
                 reach = 0.75 * width[ll.lanes[0]]
                 box = ((sample_xy >= probe.min(axis=0) - reach) & (sample_xy <= probe.max(axis=0) + reach)).all(axis=1)
                 cand = np.nonzero(box)[0]

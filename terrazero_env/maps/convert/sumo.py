@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..builder import MapValidationError
+from ..polyline import dedupe
 from ..schema import (
     Handedness,
     Intersections,
@@ -94,20 +95,9 @@ def _shape(text: str | None, where: str) -> np.ndarray:
     return a
 
 
-def _dedupe(pts: np.ndarray, min_seg: float = 1e-2) -> np.ndarray:
-    """Drop points closer than ``min_seg`` to the previous kept one (the last point is kept)."""
-    keep = [0]
-    for i in range(1, len(pts)):
-        if np.linalg.norm(pts[i, :2] - pts[keep[-1], :2]) >= min_seg:
-            keep.append(i)
-    if len(keep) > 1 and np.linalg.norm(pts[-1, :2] - pts[keep[-1], :2]) > 0:
-        keep[-1] = len(pts) - 1
-    return pts[keep]
-
-
 def _lane_polyline(pts: np.ndarray) -> np.ndarray:
     """A centerline with at least two distinct points (a degenerate shape becomes a 2 cm stub)."""
-    p = _dedupe(pts)
+    p = dedupe(pts)
     if len(p) >= 2:
         return p
     stub = p[0].copy()
@@ -235,8 +225,8 @@ def convert(path: str | Path, *, recenter: bool = True, default_width: float = D
             if not (np.isfinite(width) and width > 0):
                 width = default_width
             if func == "walkingarea":
-                if len(_dedupe(pts)) >= 3:
-                    sidewalks.append(_dedupe(pts))
+                if len(dedupe(pts)) >= 3:
+                    sidewalks.append(dedupe(pts))
                 continue
             if func == "crossing":
                 p = _lane_polyline(pts)
