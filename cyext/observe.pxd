@@ -172,15 +172,32 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
         obs_put(o, b + L.lane_state + 1, a.lane_lat / 2.5 if a.lane >= 0 else 0.0)
 
 
+cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:
+    """One step of a selection sort: move the k-th nearest candidate (ties by index) to position k.
+    Only the first ``max_n`` are ever needed and the candidate lists are short."""
+    cdef Py_ssize_t j, best = k
+    cdef double tmp
+    cdef int ti
+    for j in range(k + 1, m):
+        if d2buf[j] < d2buf[best] or (d2buf[j] == d2buf[best] and idxbuf[j] < idxbuf[best]):
+            best = j
+    tmp = d2buf[k]
+    d2buf[k] = d2buf[best]
+    d2buf[best] = tmp
+    ti = idxbuf[k]
+    idxbuf[k] = idxbuf[best]
+    idxbuf[best] = ti
+
+
 cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L, Agent* agents, Py_ssize_t n,
                                Py_ssize_t self_i, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
     """The nearest live agents within the radius and z gate, nearest first (table 10). Returns how
     many were written."""
     cdef Agent* a = &agents[self_i]
     cdef Agent* p
-    cdef Py_ssize_t j, k, m = 0, best
-    cdef double dx, dy, d2, tmp
-    cdef int ti, count = 0
+    cdef Py_ssize_t j, k, m = 0
+    cdef double dx, dy, d2
+    cdef int count = 0
     cdef Py_ssize_t base
     cdef double v[8]
     for j in range(n):
@@ -197,16 +214,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
     for k in range(m):
         if count >= L.max_n:
             break
-        best = k  # selection sort of the first max_n: m is small (agents in one world)
-        for j in range(k + 1, m):
-            if d2buf[j] < d2buf[best] or (d2buf[j] == d2buf[best] and idxbuf[j] < idxbuf[best]):
-                best = j
-        tmp = d2buf[k]
-        d2buf[k] = d2buf[best]
-        d2buf[best] = tmp
-        ti = idxbuf[k]
-        idxbuf[k] = idxbuf[best]
-        idxbuf[best] = ti
+        select_next_nearest(d2buf, idxbuf, k, m)
         if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
             continue
         p = &agents[idxbuf[k]]
@@ -275,10 +283,10 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
                               const unsigned char* sl_state, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
     """The stop lines nearest the agent within the radius and z gate, nearest first (table 12), so
     the agent's own approaching stop line is never crowded out."""
-    cdef Py_ssize_t s, j, k, m_n = 0, best, base
+    cdef Py_ssize_t s, k, m_n = 0, base
     cdef const double* p
-    cdef double cx, cy, cz, dx, dy, d2, tmp
-    cdef int ti, count = 0, state
+    cdef double cx, cy, cz, dx, dy, d2
+    cdef int count = 0, state
     cdef double v[12]
     for s in range(m.n_stop_lines):
         p = &m.sl_pts[6 * s]
@@ -295,16 +303,7 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
     for k in range(m_n):
         if count >= L.max_n:
             break
-        best = k
-        for j in range(k + 1, m_n):
-            if d2buf[j] < d2buf[best] or (d2buf[j] == d2buf[best] and idxbuf[j] < idxbuf[best]):
-                best = j
-        tmp = d2buf[k]
-        d2buf[k] = d2buf[best]
-        d2buf[best] = tmp
-        ti = idxbuf[k]
-        idxbuf[k] = idxbuf[best]
-        idxbuf[best] = ti
+        select_next_nearest(d2buf, idxbuf, k, m_n)
         s = idxbuf[k]
         p = &m.sl_pts[6 * s]
         dx = 0.5 * (p[0] + p[3]) - a.x
