@@ -1050,8 +1050,6 @@ cdef void* _ptr_mut(a):
 
 def _as_map(src):
     """A built MapData from a MapData, a path or a bundled map name."""
-    from terrazero_env.maps import MapData, build, load_source
-    if isinstance(src, MapData):
-        return build(src)
-    m = load_source(src)
-    return m if str(src).endswith(".tzb") or "." not in str(src) else build(m)
+    from terrazero_env.maps import MapData, build
+    from terrazero_env.maps.sources import load_built
+    return build(src) if isinstance(src, MapData) else load_built(src)

@@ -19,14 +19,9 @@ from collections.abc import Sequence
 
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
-from .maps.sources import bundled_maps, load_source, regenerate
+from .maps.sources import bundled_maps, load_built, load_source, regenerate
 
 __all__ = ["main"]
-
-
-def _built(src: str):
-    m = load_source(src)
-    return m if str(src).lower().endswith(".tzb") or "." not in str(src) else build(m)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -43,7 +38,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = summary(_built(args.file))
+    info = summary(load_built(args.file))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -63,7 +58,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_render(args: argparse.Namespace) -> int:
     from .maps.render import render_map
 
-    m = _built(args.file)
+    m = load_built(args.file)
     render_map(m, args.output, dpi=args.dpi)
     print(f"wrote {args.output}")
     return 0

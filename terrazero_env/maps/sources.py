@@ -25,7 +25,7 @@ from .jsonmap import load_json
 from .schema import MapData
 from .terrabin import load, save
 
-__all__ = ["asset_path", "bundled_maps", "load_source", "load_spec", "regenerate", "DEFAULT_MAP"]
+__all__ = ["asset_path", "bundled_maps", "load_built", "load_source", "load_spec", "regenerate", "DEFAULT_MAP"]
 
 #: The map every preset uses unless told otherwise.
 DEFAULT_MAP = "grid_town"
@@ -89,6 +89,14 @@ def load_source(src: str | os.PathLike[str]) -> MapData:
         return convert(p)
     known = ", ".join([".tzb", ".json", ".yaml"] + [c[0] for c in CONVERTERS])
     raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: {known})")
+
+
+def load_built(src: str | os.PathLike[str]) -> MapData:
+    """A simulation-ready map from any source: ``.tzb`` files and bundled maps are built already,
+    every other source is built now."""
+    p = Path(os.fspath(src))
+    built = p.suffix.lower() == ".tzb" or (p.suffix == "" and not p.exists())
+    return load_source(src) if built else build(load_source(src))
 
 
 def regenerate(out_dir: str | os.PathLike[str] | None = None) -> list[Path]:
