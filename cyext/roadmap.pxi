@@ -422,16 +422,6 @@ cdef class RoadMap:
             own += sum(a.nbytes for a in (g._seg, g._row, g._s0, g._start, g._items))
         return own
 
-    def obs_candidates(self, double x, double y):
-        """Candidate observation segments of the cell containing (x, y): float32 ``[n, 8]`` rows of
-        (mid x, mid y, mid z, length, width, cos, sin, road type)."""
-        cdef ObsSegC* o = &self.c.obs
-        ix = min(max(int((x - o.x0) // o.cell_size), 0), o.nx - 1)
-        iy = min(max(int((y - o.y0) // o.cell_size), 0), o.ny - 1)
-        c = iy * o.nx + ix
-        idx = self._keep["obs_items"][self._keep["obs_start"][c]:self._keep["obs_start"][c + 1]]
-        return self._keep["obs_seg"][idx]
-
 
 def footprint_offroad(RoadMap road, boxes, z=None, double z_gate=DEFAULT_Z_GATE):
     """The engine's off-road test for a batch of footprints: float64 ``[N, 5]`` rows of

@@ -8,7 +8,7 @@ compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
 from typing import Any
@@ -536,27 +536,3 @@ class EngineConfig:
                     on[c, i] = 1
         return {"grid_long": grid_long, "grid_lat": grid_lat, "n_long": n_long, "n_lat": n_lat,
                 "class_params": cls_params, "reward_lo": lo, "reward_hi": hi, "reward_on": on}
-
-
-def parse_consequence(v: str | int | Consequence) -> Consequence:
-    """"none" / "stop" / "remove" (any case) or the enum value."""
-    if isinstance(v, str):
-        try:
-            return Consequence[v.upper()]
-        except KeyError:
-            raise ValueError(f"unknown consequence {v!r}: one of none, stop, remove") from None
-    return Consequence(v)
-
-
-def class_index(types: Sequence[str | int]) -> list[AgentType]:
-    """Agent class names or values to ``AgentType`` (for config files)."""
-    out = []
-    for t in types:
-        if isinstance(t, str):
-            try:
-                out.append(AgentType[t.upper()])
-            except KeyError:
-                raise ValueError(f"unknown agent type {t!r}: one of {[a.name.lower() for a in AgentType]}") from None
-        else:
-            out.append(AgentType(t))
-    return out

@@ -97,7 +97,8 @@ class DPSA(VectorWrapper):
         self.total = SamplingCounter()
         self.rollout = SamplingCounter()
 
-    def _global_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+    def _global_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict, float]:
+        """Reset every sub-env; returns observations, info and the seconds it took."""
         t0 = time.perf_counter()
         obs, info = self.env.reset(seed=seed, options=options)
         dt = time.perf_counter() - t0

@@ -25,11 +25,7 @@ from .jsonmap import load_json
 from .schema import MapData
 from .terrabin import load, save
 
-__all__ = ["asset_path", "bundled_maps", "load_built", "load_source", "load_spec", "regenerate", "DEFAULT_MAP"]
-
-#: The map every preset uses unless told otherwise.
-DEFAULT_MAP = "grid_town"
-
+__all__ = ["asset_path", "bundled_maps", "load_built", "load_source", "load_spec", "regenerate"]
 
 def _assets_dir() -> Path:
     return Path(str(resources.files("terrazero_env.assets"))) / "maps"
