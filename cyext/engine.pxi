@@ -468,6 +468,43 @@ cdef class Engine:
             rm = self.road_maps[self.world_map[w_i]]
             self.wmap[w_i] = &rm.c
 
+    def get_state(self):
+        """A copy of everything that evolves between resets and steps (agents, per-world random
+        generators, step counts, output buffers, signal timers), as a dict of NumPy arrays.
+        ``set_state`` on an engine built with the same config and maps continues bit for bit."""
+        rng = np.empty(self.num_worlds * sizeof(Rng), np.uint8)
+        if self.num_worlds:
+            memcpy(<void*>_ptr_mut(rng), <void*>self.rngs, self.num_worlds * sizeof(Rng))
+        state = {"agents": self._agent_store.copy(), "rngs": rng, "world_map": self.world_map.copy()}
+        state.update({f"buffer/{k}": v.copy() for k, v in self._buffers.items()})
+        state.update({f"signal/{k}": v.copy() for k, v in self._sig.items()})
+        return state
+
+    def set_state(self, state):
+        """Restore a ``get_state`` snapshot in place. The engine must have the same shapes and maps
+        (same config); a mismatch raises ValueError naming the entry, before anything changes."""
+        expected = {"agents": self._agent_store, "world_map": self.world_map}
+        expected.update({f"buffer/{k}": v for k, v in self._buffers.items()})
+        expected.update({f"signal/{k}": v for k, v in self._sig.items()})
+        missing = sorted((set(expected) | {"rngs"}) - set(state))
+        if missing:
+            raise ValueError(f"engine state lacks {', '.join(missing)}")
+        for k, v in expected.items():
+            got = np.asarray(state[k])
+            if got.shape != v.shape or got.dtype != v.dtype:
+                raise ValueError(f"engine state {k!r}: expected {v.dtype} {v.shape}, got {got.dtype} {got.shape} "
+                                 "(was it saved by an engine with another config?)")
+        if not np.array_equal(state["world_map"], self.world_map):
+            raise ValueError("engine state 'world_map': the snapshot's worlds use other maps than this engine's")
+        rng = np.ascontiguousarray(state["rngs"], np.uint8)
+        if rng.shape != (self.num_worlds * sizeof(Rng),):
+            raise ValueError(f"engine state 'rngs': expected {self.num_worlds * sizeof(Rng)} bytes, got {rng.shape}")
+        for k, v in expected.items():
+            if k != "world_map":
+                np.copyto(v, state[k])
+        if self.num_worlds:
+            memcpy(<void*>self.rngs, <void*>_ptr_mut(rng), self.num_worlds * sizeof(Rng))
+
     @property
     def world_steps(self):
         """Steps since each world's reset, int32 ``[W]`` (a view)."""

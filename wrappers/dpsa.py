@@ -153,6 +153,8 @@ class DPSA(VectorWrapper):
         n_real = int(self._real.sum())
         rho = float((self._finished & self._real).sum()) / n_real if n_real else 1.0
         out_info = {"valid": valid, "rho": rho}
+        if "counters" in info:  # the native env's per-slot rule counters, as they stood at this step
+            out_info["counters"] = info["counters"]
         if rho >= self.threshold or self.clock >= self.horizon:
             survivors = valid & ~ended
             trunc |= survivors  # cut off by the global reset: bootstrap, do not treat as terminal
@@ -177,6 +179,32 @@ class DPSA(VectorWrapper):
         else:
             out_info["stats"] = {"total": self.total.as_dict(), "rollout": self.rollout.as_dict()}
         return obs, rew, term, trunc, out_info
+
+
+    def get_state(self) -> dict[str, Any]:
+        """This wrapper's continuation state and counters, and (if it has one) the wrapped env's
+        ``get_state()``, so a run can be checkpointed and continued exactly."""
+        inner = self.env.get_state() if hasattr(self.env, "get_state") else None
+        return {"finished": self._finished.copy(), "real": self._real.copy(), "episode_len": self._episode_len.copy(),
+                "last_obs": None if self._last_obs is None else self._last_obs.copy(), "clock": self.clock,
+                "total": dict(vars(self.total)), "rollout": dict(vars(self.rollout)), "env": inner}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state` (same number of sub-environments)."""
+        if np.shape(state["finished"]) != self._finished.shape:
+            raise ValueError(f"{type(self).__name__} state: saved with {np.shape(state['finished'])} "
+                             f"sub-environments, this wrapper has {self._finished.shape}")
+        if state["env"] is not None:
+            self.env.set_state(state["env"])
+        self._finished = np.array(state["finished"], bool)
+        self._real = np.array(state["real"], bool)
+        self._episode_len = np.array(state["episode_len"], np.int64)
+        self._last_obs = None if state["last_obs"] is None else np.array(state["last_obs"])
+        self.clock = int(state["clock"])
+        for name in ("total", "rollout"):
+            counter = SamplingCounter()
+            vars(counter).update(state[name])
+            setattr(self, name, counter)
 
 
 class SGR(DPSA):
@@ -215,6 +243,24 @@ class SamplingStats(VectorWrapper):
         self._pending[:] = False
         self._episode_len[:] = 0
         return obs, info
+
+    def get_state(self) -> dict[str, Any]:
+        """Counters and pending flags, and (if it has one) the wrapped env's ``get_state()``."""
+        inner = self.env.get_state() if hasattr(self.env, "get_state") else None
+        return {"pending": self._pending.copy(), "episode_len": self._episode_len.copy(),
+                "total": dict(vars(self.total)), "env": inner}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state` (same number of sub-environments)."""
+        if np.shape(state["pending"]) != self._pending.shape:
+            raise ValueError(f"SamplingStats state: saved with {np.shape(state['pending'])} sub-environments, "
+                             f"this wrapper has {self._pending.shape}")
+        if state["env"] is not None:
+            self.env.set_state(state["env"])
+        self._pending = np.array(state["pending"], bool)
+        self._episode_len = np.array(state["episode_len"], np.int64)
+        self.total = SamplingCounter()
+        vars(self.total).update(state["total"])
 
     def step(self, actions: np.ndarray):
         t0 = time.perf_counter()

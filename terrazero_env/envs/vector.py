@@ -9,7 +9,9 @@
 
 Sub-environment ``w * K + k`` is slot k of world w. A slot's episode is its agent's life; a world
 restarts once all its slots are done (each agent terminated, or the horizon truncated them all).
-Slots without a live agent are marked ``info["valid"] == False`` (reward 0, no flags). Autoreset
+Slots without a live agent are marked ``info["valid"] == False`` (reward 0, no flags).
+``info["counters"]`` (int32 ``[num_envs, 7]``, columns ``_engine.COUNTER_NAMES``) counts each slot's
+rule events so far in its episode, as they stood after this step (before any reset). Autoreset
 follows ``metadata["autoreset_mode"]`` at world granularity:
 
 * NEXT_STEP (default): the step after a world finishes resets it (that step's transitions are invalid);
@@ -218,12 +220,36 @@ class TerraZeroVectorEnv(VectorEnv):
                 t_reset += time.perf_counter() - t0
             self.last_reset_time_s, self.last_worlds_reset = t_reset, int(ids.size)
             info["valid"] = valid
+            info["counters"] = e.counters.copy()
             self._valid = valid
             return e.observations, rewards, terms, truncs, info
         self.last_reset_time_s, self.last_worlds_reset = t_reset, int(pending.size)
         info["valid"] = valid
+        info["counters"] = e.counters.copy()
         self._valid = valid
         return e.observations, e.rewards, e.terminated, e.truncated, info
+
+    # ------------------------------------------------------------------------------- snapshots
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to continue this env exactly (the engine's worlds, the generator that
+        seeds unseeded resets, pending autoresets), as NumPy arrays and plain values."""
+        if not hasattr(self.engine, "get_state"):
+            raise TypeError(f"{type(self.engine).__name__} cannot snapshot its state; use the in-process Engine")
+        return {"engine": self.engine.get_state(), "np_random": self.np_random.bit_generator.state,
+                "pending": self._pending.copy(), "valid": self._valid.copy()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`get_state` snapshot taken from an env with the same config."""
+        for key in ("engine", "np_random", "pending", "valid"):
+            if key not in state:
+                raise ValueError(f"vector env state lacks {key!r}")
+        if np.shape(state["pending"]) != self._pending.shape or np.shape(state["valid"]) != self._valid.shape:
+            raise ValueError("vector env state: saved by an env with another number of worlds or slots")
+        self.engine.set_state(state["engine"])
+        self.np_random.bit_generator.state = state["np_random"]
+        self._pending[:] = state["pending"]
+        self._valid = np.array(state["valid"], bool)
 
     # ---------------------------------------------------------------------------------- extras
 
