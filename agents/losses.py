@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 __all__ = [
-    "masked_gae", "vtrace_gae", "masked_mean", "normalize_advantages", "masked_ppo_loss", "popart_sigma",
-    "popart_update", "segment_priorities", "priority_weights", "sample_segments",
+    "masked_gae", "vtrace_gae", "masked_mean", "moments", "mean_std_from_moments", "normalize_advantages",
+    "masked_ppo_loss", "popart_sigma", "popart_update", "popart_update_moments", "segment_priorities",
+    "priority_weights", "priority_weight_max", "sample_segments",
 ]
 
 Array = Any  # np.ndarray or torch.Tensor
@@ -84,17 +85,43 @@ def masked_gae(rewards: Array, values: Array, next_values: Array, terminated: Ar
                       rho_bar=float("inf"), c_bar=float("inf"))
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None,
+                num_valid: float | None = None) -> torch.Tensor:
     """SMPO's ``sum(mask * w * x) / max(1, sum(mask))``; entries outside the mask are never read, so
-    padding may hold any value (even inf or nan) without touching the result or its gradient."""
+    padding may hold any value (even inf or nan) without touching the result or its gradient.
+
+    ``num_valid`` replaces ``sum(mask)`` in the denominator: data-parallel learners pass the count
+    summed over every rank, so the ranks' summed gradients are the gradient of the global mean."""
     m = mask.bool()
     term = x if weights is None else weights * x
-    return torch.where(m, term, torch.zeros_like(term)).sum() / torch.clamp(m.sum(), min=1).to(x.dtype)
+    denom = torch.clamp(m.sum(), min=1).to(x.dtype) if num_valid is None else max(1.0, float(num_valid))
+    return torch.where(m, term, torch.zeros_like(term)).sum() / denom
 
 
-def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def moments(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[count, sum, sum of squares]`` of the valid entries of ``x`` (float64): the sufficient
+    statistics that data-parallel ranks all-reduce to share one mean and std."""
+    m = mask.bool()
+    v = torch.where(m, x, torch.zeros_like(x)).double()
+    return torch.stack([m.sum().double(), v.sum(), (v * v).sum()])
+
+
+def mean_std_from_moments(stats: Any) -> tuple[float, float]:
+    """Mean and unbiased std from ``[count, sum, sum of squares]`` (std 1 below two entries)."""
+    n, s1, s2 = (float(v) for v in stats)
+    if n < 2:
+        return (s1 / n if n else 0.0), 1.0
+    mean = s1 / n
+    return mean, float(np.sqrt(max(s2 - n * mean * mean, 0.0) / (n - 1)))
+
+
+def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor,
+                         stats: tuple[float, float] | None = None) -> torch.Tensor:
     """``(A - mean) / (std + 1e-8)`` over the valid entries only (unbiased std, as torch and SB3);
-    unchanged when fewer than two entries are valid."""
+    unchanged when fewer than two entries are valid. ``stats``: a given ``(mean, std)`` (e.g. over
+    every rank's minibatch, :func:`mean_std_from_moments`) instead of this batch's."""
+    if stats is not None:
+        return (advantages - stats[0]) / (stats[1] + 1e-8)
     m = mask.bool()
     n = int(m.sum())
     if n < 2:
@@ -108,11 +135,15 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.
 def masked_ppo_loss(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
                     value_pred: torch.Tensor, value_target: torch.Tensor, entropy: torch.Tensor | None,
                     mask: torch.Tensor, clip_range: float, ent_coef: float, vf_coef: float,
-                    weights: torch.Tensor | None = None,
-                    normalize_advantage: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+                    weights: torch.Tensor | None = None, normalize_advantage: bool = True,
+                    num_valid: float | None = None,
+                    adv_stats: tuple[float, float] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """The PPO loss (clipped surrogate, squared value error, entropy bonus) with every term reduced by
     :func:`masked_mean` (SMPO) and optionally weighted per sample (prioritized sampling's importance
     weights). With all entries valid and no weights it equals Stable-Baselines3's PPO loss.
+
+    ``num_valid`` and ``adv_stats`` are for data-parallel learners: the valid count and the
+    advantages' ``(mean, std)`` over every rank's minibatch (see :func:`masked_mean`).
 
     ``entropy = None`` uses ``-log_prob`` as the entropy estimate (as SB3 does). Returns the loss and
     floats for logging: ``policy_loss``, ``value_loss``, ``entropy_loss``, ``clip_fraction``, ``approx_kl``.
@@ -127,14 +158,14 @@ def masked_ppo_loss(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantag
     entropy = None if entropy is None else clean(entropy)
     weights = None if weights is None else clean(weights)
     if normalize_advantage:
-        advantages = normalize_advantages(advantages, mask)
+        advantages = normalize_advantages(advantages, mask, adv_stats)
     log_ratio = log_prob - old_log_prob
     ratio = torch.exp(log_ratio)
     surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range))
-    policy_loss = masked_mean(-surrogate, mask, weights)
-    value_loss = masked_mean((value_target - value_pred) ** 2, mask, weights)
+    policy_loss = masked_mean(-surrogate, mask, weights, num_valid)
+    value_loss = masked_mean((value_target - value_pred) ** 2, mask, weights, num_valid)
     entropy_term = -entropy if entropy is not None else log_prob
-    entropy_loss = masked_mean(entropy_term, mask, weights)
+    entropy_loss = masked_mean(entropy_term, mask, weights, num_valid)
     loss = policy_loss + ent_coef * entropy_loss + vf_coef * value_loss
     with torch.no_grad():
         clip_fraction = masked_mean(((ratio - 1).abs() > clip_range).float(), mask)
@@ -164,11 +195,19 @@ def popart_update(mean: float, sq_mean: float, weight: Array, bias: Array, targe
     """
     t = targets.detach().cpu().double().numpy() if isinstance(targets, torch.Tensor) else np.asarray(targets, float)
     t = t.reshape(-1)
-    if t.size == 0:
+    return popart_update_moments(mean, sq_mean, weight, bias, (t.size, t.sum(), (t * t).sum()), decay, min_sigma)
+
+
+def popart_update_moments(mean: float, sq_mean: float, weight: Array, bias: Array, stats: Any,
+                          decay: float = 0.9997, min_sigma: float = 1e-4) -> tuple[float, float, Array, Array]:
+    """:func:`popart_update` from the targets' ``[count, sum, sum of squares]`` (what data-parallel
+    ranks all-reduce, so every rank applies the update of the union of their targets)."""
+    n, s1, s2 = (float(v) for v in stats)
+    if n <= 0:
         return mean, sq_mean, weight, bias
-    step = 1.0 - decay ** t.size
-    new_mean = (1 - step) * mean + step * float(t.mean())
-    new_sq = (1 - step) * sq_mean + step * float((t * t).mean())
+    step = 1.0 - decay ** n
+    new_mean = (1 - step) * mean + step * s1 / n
+    new_sq = (1 - step) * sq_mean + step * s2 / n
     old_sigma, new_sigma = popart_sigma(mean, sq_mean, min_sigma), popart_sigma(new_mean, new_sq, min_sigma)
     new_weight = weight * (old_sigma / new_sigma)
     new_bias = (old_sigma * bias + mean - new_mean) / new_sigma
@@ -187,14 +226,26 @@ def segment_priorities(advantages: Array, alpha: float = 0.85) -> np.ndarray:
     return score / total
 
 
-def priority_weights(probs: np.ndarray, indices: np.ndarray, beta: float) -> np.ndarray:
+def priority_weights(probs: np.ndarray, indices: np.ndarray, beta: float, num_segments: int | None = None,
+                     ranks: int = 1, w_max: float | None = None) -> np.ndarray:
     """Importance weights ``(N p_i)^-beta`` of the drawn segments ``indices``, divided by the largest
-    over all segments (so they lie in (0, 1])."""
-    n = probs.shape[0]
-    with np.errstate(divide="ignore"):
-        w_all = (n * probs) ** (-beta)
-    w_max = w_all[probs > 0].max()
-    return (n * probs[indices]) ** (-beta) / w_max
+    over all segments (so they lie in (0, 1]).
+
+    Data-parallel ranks each draw the same number of segments from their own ``probs``, so a
+    segment's probability within the union of draws is ``p_i / ranks``; they pass ``num_segments``
+    (N over every rank), ``ranks`` and ``w_max`` (the largest weight over every rank, see
+    :func:`priority_weight_max`), so every rank weights on one global scale."""
+    n = probs.shape[0] if num_segments is None else num_segments
+    p = probs / ranks
+    if w_max is None:
+        w_max = priority_weight_max(probs, beta, n, ranks)
+    return (n * p[indices]) ** (-beta) / w_max
+
+
+def priority_weight_max(probs: np.ndarray, beta: float, num_segments: int | None = None, ranks: int = 1) -> float:
+    """The largest unnormalized weight ``(N p_i / ranks)^-beta`` over segments with ``p_i > 0``."""
+    n = probs.shape[0] if num_segments is None else num_segments
+    return float(((n * probs[probs > 0] / ranks) ** (-beta)).max())
 
 
 def sample_segments(probs: np.ndarray, count: int, rng: np.random.Generator | None = None) -> np.ndarray:

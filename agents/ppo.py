@@ -36,6 +36,7 @@ from stable_baselines3.common.utils import LinearSchedule, explained_variance, o
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
 from . import losses
+from .distributed import Sync
 from .policies import DeepSetsPolicy, layout_from_env
 
 __all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
@@ -74,6 +75,8 @@ class MaskedRolloutBuffer(RolloutBuffer):
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(f"MaskedRolloutBuffer supports Box observations, got {observation_space}")
         self.segment_length = segment_length
+        #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
+        self.sync = Sync.local()
         super().__init__(buffer_size, observation_space, action_space, device, gae_lambda, gamma, n_envs)
 
     def reset(self) -> None:
@@ -153,19 +156,23 @@ class MaskedRolloutBuffer(RolloutBuffer):
         for start in range(0, total, batch_size):
             yield self._samples(indices[start:start + batch_size])
 
-    def get_prioritized(self, batch_size: int, num_minibatches: int, alpha: float,
-                        beta: float) -> Generator[MaskedRolloutSamples, None, None]:
+    def get_prioritized(self, batch_size: int, num_minibatches: int, alpha: float, beta: float,
+                        sync: Sync | None = None) -> Generator[MaskedRolloutSamples, None, None]:
         """``num_minibatches`` minibatches of ``batch_size // segment_length`` segments each, drawn with
-        replacement with p_i ∝ (sum_t |A_i,t|)^alpha, with importance weights (N p_i)^-beta / max."""
+        replacement with p_i ∝ (sum_t |A_i,t|)^alpha, with importance weights (N p_i)^-beta / max.
+        With data-parallel ``sync``, N and the maximum are taken over every rank's segments."""
         assert self.full, "the rollout buffer is not full"
+        sync = sync or Sync.local()
         length = self.segment_length
         segments = self._flat(self.advantages).reshape(-1, length)
         probs = losses.segment_priorities(segments, alpha)
+        n_all = int(sync.sum([probs.shape[0]])[0])
+        w_max = float(sync.max([losses.priority_weight_max(probs, beta, n_all, sync.world_size)])[0])
         steps = np.arange(length)
         for _ in range(num_minibatches):
             drawn = losses.sample_segments(probs, batch_size // length)
-            weights = np.repeat(losses.priority_weights(probs, drawn, beta), length)
-            yield self._samples((drawn[:, None] * length + steps).reshape(-1), weights)
+            weights = losses.priority_weights(probs, drawn, beta, n_all, sync.world_size, w_max)
+            yield self._samples((drawn[:, None] * length + steps).reshape(-1), np.repeat(weights, length))
 
 
 class PPO(SB3PPO):
@@ -219,6 +226,8 @@ class PPO(SB3PPO):
         self.prioritized, self.priority_alpha = prioritized, priority_alpha
         self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
         self.segment_length = segment_length
+        #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
+        self.sync = Sync.local()
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
                          n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range,
                          normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
@@ -247,13 +256,19 @@ class PPO(SB3PPO):
         """Value-head outputs on the true return scale (identity without PopArt)."""
         return values * self.popart_sigma + self.popart_mean if self.popart else values
 
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "sync"]
+
     def _popart_step(self) -> None:
-        """Update the statistics with this rollout's value targets and rescale the value head."""
+        """Update the statistics with this rollout's value targets (over every rank's) and rescale the
+        value head."""
         buf = self.rollout_buffer
         head = self.policy.value_net
+        targets = buf.returns[buf.valid].astype(np.float64)
+        stats = self.sync.sum([targets.size, targets.sum(), (targets * targets).sum()])
         with torch.no_grad():
-            mean, sq_mean, weight, bias = losses.popart_update(
-                self.popart_mean, self.popart_sq_mean, head.weight.data, head.bias.data, buf.returns[buf.valid],
+            mean, sq_mean, weight, bias = losses.popart_update_moments(
+                self.popart_mean, self.popart_sq_mean, head.weight.data, head.bias.data, stats,
                 self.popart_decay, self.popart_min_sigma)
             head.weight.copy_(weight)
             head.bias.copy_(bias)
@@ -318,7 +333,7 @@ class PPO(SB3PPO):
     def _minibatches(self, beta: float) -> Generator[MaskedRolloutSamples, None, None]:
         if self.prioritized:
             return self.rollout_buffer.get_prioritized(self.batch_size, self.num_minibatches,
-                                                       self.priority_alpha, beta)
+                                                       self.priority_alpha, beta, self.sync)
         return self.rollout_buffer.get(self.batch_size)
 
     def train(self) -> None:
@@ -345,11 +360,21 @@ class PPO(SB3PPO):
                 targets = batch.returns
                 if self.popart:
                     targets = (targets - self.popart_mean) / self.popart_sigma
+                num_valid, adv_stats, normalize = None, None, self.normalize_advantage
+                if self.sync.distributed:  # one global count and advantage scale over every rank
+                    agg = self.sync.sum(losses.moments(batch.advantages, batch.valid))
+                    num_valid, normalize = float(agg[0]), normalize and agg[0] >= 2
+                    adv_stats = losses.mean_std_from_moments(agg) if normalize else None
                 loss, stats = losses.masked_ppo_loss(
                     log_prob, batch.old_log_prob, batch.advantages, values.flatten(), targets, entropy,
-                    batch.valid, clip_range, self.ent_coef, self.vf_coef, batch.weights, self.normalize_advantage)
+                    batch.valid, clip_range, self.ent_coef, self.vf_coef, batch.weights, normalize,
+                    num_valid=num_valid, adv_stats=adv_stats)
                 if self.vtrace:
                     buf.store_log_rhos(batch.indices, (log_prob - batch.old_log_prob).detach().cpu().numpy())
+                if self.sync.distributed:  # the losses are already global sums; the KL is averaged
+                    n_local = float(batch.valid.sum())
+                    kl = self.sync.sum([stats["approx_kl"] * n_local, n_local])
+                    stats["approx_kl"] = float(kl[0] / max(kl[1], 1.0))
                 for key, value in stats.items():
                     logs[key].append(value)
                 if self.target_kl is not None and stats["approx_kl"] > 1.5 * self.target_kl:
@@ -359,6 +384,7 @@ class PPO(SB3PPO):
                     break
                 self.policy.optimizer.zero_grad()
                 loss.backward()
+                self.sync.sum_gradients(self.policy.parameters())
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
                 logs["loss"].append(loss.item())

@@ -1,97 +1,464 @@
-"""``terrazero train``: PPO (SMPO, V-trace, PopArt, prioritized sampling) with DPSA sampling on the
-native vector env, in one process, printing progress and throughput.
+"""The main job: PPO (SMPO, V-trace, PopArt, prioritized sampling) on the native vector env with DPSA
+sampling, on one device or data-parallel under ``torchrun`` (TerraZero section 5.2).
 
-    terrazero train --preset quick --total-steps 50000 --out runs/quick
+    terrazero train --preset quick --out runs/quick
+    torchrun --nproc-per-node 4 -m terrazero_env.agents.launch --preset planner --out runs/planner
 
-Writes ``OUT/config.yaml`` (the full config), ``OUT/progress.jsonl`` (one line per rollout) and
-``OUT/checkpoint.zip`` (``terrazero_env.agents.PPO.load``). Multi-process data parallelism
-(torchrun), resuming and evaluation are not part of this command yet.
+A run folder ``OUT`` holds ``config.yaml`` (the engine config), ``train.yaml`` (the trainer settings),
+``progress.jsonl`` (one line per iteration), ``tensorboard/``, ``checkpoints/iter_NNNNNN/`` (see
+:mod:`terrazero_env.agents.checkpoint`) and, at the end, ``checkpoint.zip`` (``PPO.load``,
+``terrazero eval``). ``resume=True`` continues the newest checkpoint of ``OUT`` exactly; SIGINT or
+SIGTERM saves a checkpoint at the next update boundary and ends the run cleanly (a second SIGINT
+stops at once).
+
+Settings come from the preset's ``train:`` section, then keyword arguments, then ``train.*``
+overrides; see :data:`TRAIN_DEFAULTS` and :data:`PPO_KEYS`.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
+import signal
+import sys
 import time
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from stable_baselines3.common.callbacks import BaseCallback
-from terrazero_env.wrappers import DPSA
+from stable_baselines3.common.utils import LinearSchedule
 
 import terrazero_env
-from terrazero_env.config_io import dump_config, load_config
+from terrazero_env.config_io import dump_config, load_config, load_train_section
 
+from ..wrappers import DPSA, SGR, SamplingStats
+from . import checkpoint as ckpt
+from .distributed import Sync, init_from_environment
 from .ppo import PPO
 
-__all__ = ["train"]
+__all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train"]
 
-#: A Deep Sets policy sized for a CPU run; ``--full-policy`` uses the paper-sized default (~3.4M).
-CPU_POLICY = {"ego_hidden": 64, "entity_hidden": 64, "trunk": (256, 256)}
+#: ``terrazero_env.agents.PPO`` arguments a ``train:`` section may set (``learning_rate``: the
+#: initial value, annealed linearly to 0 unless ``lr_anneal`` is false).
+PPO_KEYS = frozenset({
+    "learning_rate", "n_steps", "batch_size", "num_minibatches", "n_epochs", "gamma", "gae_lambda", "clip_range",
+    "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "vtrace", "rho_bar", "c_bar",
+    "popart", "popart_decay", "popart_min_sigma", "prioritized", "priority_alpha", "priority_beta0",
+    "priority_beta_final", "segment_length",
+})
+SAMPLERS = ("dpsa", "sgr", "autoreset")
 
 
-class _Progress(BaseCallback):
-    """One line per rollout: agent steps, throughput (including updates), episode statistics from
-    the engine's counters, and DPSA's validity rate and time efficiency."""
+@dataclass
+class TrainSettings:
+    """Everything about a run except the engine config; saved as ``OUT/train.yaml``."""
 
-    def __init__(self, dpsa: DPSA, log_path: Path, total: int):
+    preset: str = "quick"
+    """Preset name or YAML path the engine config came from."""
+    total_steps: int = 50_000
+    """Agent steps over every rank (padding included, as the env produced them)."""
+    seed: int = 0
+    sampler: str = "dpsa"
+    """dpsa (FAST's DPSA), sgr (synchronous global reset) or autoreset (per-world autoreset)."""
+    threshold: float = 0.5
+    """DPSA's termination-rate threshold."""
+    policy: dict[str, Any] = field(default_factory=dict)
+    """``DeepSetsPolicy`` keyword arguments (``{}``: the paper-sized policy)."""
+    checkpoint_every: int = 10
+    """Iterations (rollout + update) between checkpoints."""
+    lr_anneal: bool = True
+    ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": 64})
+
+    def __post_init__(self) -> None:
+        if self.total_steps < 1:
+            raise ValueError(f"train.total_steps: a positive number of agent steps, got {self.total_steps!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"train.sampler: one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        if not 0.0 < float(self.threshold) <= 1.0:
+            raise ValueError(f"train.threshold: a rate in (0, 1], got {self.threshold!r}")
+        if int(self.checkpoint_every) < 1:
+            raise ValueError(f"train.checkpoint_every: a positive number of iterations, got {self.checkpoint_every!r}")
+        if not isinstance(self.policy, dict):
+            raise ValueError(f"train.policy: a mapping of DeepSetsPolicy arguments, got {self.policy!r}")
+        unknown = set(self.ppo) - PPO_KEYS
+        if unknown:
+            raise ValueError(f"train: unknown keys {sorted(unknown)}")
+        lr = self.ppo.get("learning_rate")
+        if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"train.learning_rate: a positive number, got {lr!r}")
+
+    @classmethod
+    def from_mapping(cls, d: dict[str, Any]) -> TrainSettings:
+        """Flat keys: the fields above, anything in :data:`PPO_KEYS`; unknown keys are named."""
+        own = {f.name for f in fields(cls)} - {"ppo"}
+        base = cls()
+        ppo = dict(base.ppo)
+        ppo.update(d.get("ppo") or {})
+        kwargs: dict[str, Any] = {}
+        for k, v in d.items():
+            if k == "ppo":
+                continue
+            if k in own:
+                kwargs[k] = v
+            elif k in PPO_KEYS:
+                ppo[k] = v
+            else:
+                raise ValueError(f"train: unknown key {k!r} (trainer: {sorted(own)}; PPO: {sorted(PPO_KEYS)})")
+        return cls(**kwargs, ppo=ppo)
+
+    def to_mapping(self) -> dict[str, Any]:
+        d = asdict(self)
+        ppo = d.pop("ppo")
+        d.update(ppo)
+        return d
+
+
+def _split_overrides(overrides: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Dotted overrides into (engine, trainer): ``train.X`` goes to the trainer."""
+    engine, trainer = {}, {}
+    for k, v in (overrides or {}).items():
+        key = k.replace("__", ".")
+        if key.startswith("train."):
+            trainer[key[len("train."):]] = v
+        else:
+            engine[key] = v
+    return engine, trainer
+
+
+def _make_env(cfg: Any, settings: TrainSettings) -> Any:
+    if settings.sampler == "autoreset":
+        return SamplingStats(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep"))
+    base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
+    if settings.sampler == "sgr":
+        return SGR(base, horizon=cfg.episode_length)
+    return DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length)
+
+
+def build_model(cfg: Any, settings: TrainSettings, seed: int, device: torch.device | str = "cpu",
+                tensorboard_log: str | None = None) -> PPO:
+    """The run's PPO on a fresh env (the same construction for a new run and for a resume)."""
+    kwargs = dict(settings.ppo)
+    if "learning_rate" in kwargs and settings.lr_anneal:
+        kwargs["learning_rate"] = LinearSchedule(float(kwargs["learning_rate"]), 0.0, 1.0)
+    env = _make_env(cfg, settings)
+    return PPO("DeepSetsPolicy", env, seed=seed, device=device, policy_kwargs=dict(settings.policy),
+               tensorboard_log=tensorboard_log, **kwargs)
+
+
+# ---------------------------------------------------------------------------------- progress
+
+_COUNTERS = list(terrazero_env._engine.COUNTER_NAMES)
+
+
+class _Display:
+    """Rank 0's view: a tqdm bar on a terminal, otherwise one line per iteration."""
+
+    def __init__(self, mode: str, total: int, initial: int):
+        if mode == "auto":
+            mode = "bar" if sys.stderr.isatty() else "lines"
+        if mode not in ("bar", "lines", "none"):
+            raise ValueError(f"progress: 'auto', 'bar', 'lines' or 'none', got {mode!r}")
+        self.mode, self.total, self.bar = mode, total, None
+        if mode == "bar":
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True, dynamic_ncols=True,
+                            smoothing=0.1)
+
+    def update(self, row: dict[str, Any], advanced: int) -> None:
+        ret = "n/a" if row["return"] is None else f"{row['return']:.2f}"
+        rates = {k: "n/a" if row[k] is None else f"{row[k]:.2f}" for k in ("goal", "collision", "offroad")}
+        if self.bar is not None:
+            self.bar.update(advanced)
+            self.bar.set_postfix_str(f"{row['agent_steps_per_s']:,.0f} steps/s ret {ret} goal {rates['goal']} "
+                                     f"col {rates['collision']} off {rates['offroad']} mu {row['mu']:.2f} "
+                                     f"eta {row['eta']:.2f}", refresh=False)
+        elif self.mode == "lines":
+            print(f"[{100 * row['agent_steps'] / self.total:5.1f}%] {row['agent_steps']:>10,} agent steps | "
+                  f"{row['agent_steps_per_s']:>8,.0f} steps/s | return {ret} | goal {rates['goal']} "
+                  f"collision {rates['collision']} off-road {rates['offroad']} | mu {row['mu']:.2f} "
+                  f"eta {row['eta']:.2f}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _Loop(BaseCallback):
+    """Per iteration: episode statistics summed over ranks (shown and logged by rank 0), checkpoints
+    every ``checkpoint_every`` iterations, and a synchronized stop on SIGINT/SIGTERM."""
+
+    def __init__(self, run: _Run, iteration: int, steps_before: int, seconds_before: float):
         super().__init__()
-        self.dpsa, self.log_path, self.total = dpsa, log_path, total
-        self.t0 = time.perf_counter()
-        self.log_path.write_text("")
+        self.run = run
+        self.iteration = self.start_iteration = iteration
+        self.steps_before, self.seconds_before = steps_before, seconds_before
+        self.stop_requested = False
+        self.stopping = False
+        self._acc = np.zeros(5)  # finished episodes, their return sum, goal, collision and off-road counts
+        self._t0 = time.perf_counter()
+        self._last_steps = steps_before
+        self.last_row: dict[str, Any] | None = None
+
+    # SB3 hooks ---------------------------------------------------------------------------
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def _on_rollout_start(self) -> None:
+        if self.iteration == self.start_iteration:
+            return
+        stop = self.run.sync.any(self.stop_requested)
+        if stop or self.iteration % self.run.settings.checkpoint_every == 0:
+            self.run.save(self)
+        if stop:
+            self.stopping = True
+
+    def _on_step(self) -> bool:
+        if self.stopping:
+            return False
+        dones = np.asarray(self.locals["dones"], bool)
+        if dones.any():
+            infos = self.locals["infos"]
+            ended = [i for i in np.flatnonzero(dones) if infos[i].get("valid", True)]
+            if ended:
+                counters = np.stack([infos[i].get("counters", np.zeros(len(_COUNTERS))) for i in ended]) > 0
+                rets = [infos[i]["episode"]["r"] for i in ended if "episode" in infos[i]]
+                self._acc[0] += len(ended)
+                self._acc[1] += float(np.sum(rets)) if rets else 0.0
+                self._acc[2] += counters[:, _COUNTERS.index("goal_reached")].sum()
+                self._acc[3] += counters[:, _COUNTERS.index("collision")].sum()
+                self._acc[4] += counters[:, _COUNTERS.index("offroad")].sum()
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.iteration += 1
+        run = self.run
+        stats = _sampler_stats(run.model)
+        glob = run.sync.sum([*self._acc, self.num_timesteps, stats["mu"], stats["eta"]])
+        self._acc[:] = 0.0
+        episodes, ret_sum, goals, cols, offs = glob[:5]
+        steps = int(glob[5])
+        elapsed = self.seconds_before + time.perf_counter() - self._t0
+        rate = (steps - self.steps_before) / max(time.perf_counter() - self._t0, 1e-9)
+        n = max(episodes, 1.0)
+        row = {"iteration": self.iteration, "agent_steps": steps, "seconds": elapsed, "agent_steps_per_s": rate,
+               "episodes": int(episodes), "return": ret_sum / n if episodes else None,
+               "goal": goals / n if episodes else None, "collision": cols / n if episodes else None,
+               "offroad": offs / n if episodes else None,
+               "mu": glob[6] / run.sync.world_size, "eta": glob[7] / run.sync.world_size}
+        self.last_row = row
+        if run.sync.is_main:
+            with open(run.out / "progress.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            for key in ("return", "goal", "collision", "offroad"):
+                if row[key] is not None:
+                    self.logger.record(f"episode/{key}", row[key])
+            self.logger.record("time/agent_steps_per_s", rate)
+            self.logger.record("sampling/mu", row["mu"])
+            self.logger.record("sampling/eta", row["eta"])
+            run.display.update(row, steps - self._last_steps)
+        self._last_steps = steps
+
+    def elapsed(self) -> float:
+        return self.seconds_before + time.perf_counter() - self._t0
+
+
+def _sampler_stats(model: PPO) -> dict[str, float]:
+    """FAST's validity rate mu and time efficiency eta since the start, from the sampling wrapper."""
+    env = model.env
+    while env is not None and not isinstance(env, (DPSA, SamplingStats)):
+        env = getattr(env, "venv", None) or getattr(env, "vector_env", None)
+    total = env.total.as_dict()
+    return {"mu": total["mu"], "eta": total["eta"]}
+
+
+@dataclass
+class _Run:
+    out: Path
+    settings: TrainSettings
+    cfg: Any
+    sync: Sync
+    model: PPO
+    display: Any
+
+    def save(self, loop: _Loop) -> Path:
+        """A checkpoint of this iteration, written by every rank; ``latest`` moves when all are done."""
+        folder = self.out / "checkpoints" / f"iter_{loop.iteration:06d}"
+        if self.sync.is_main:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.sync.barrier()
+        folder.mkdir(parents=True, exist_ok=True)
+        extra = {"iteration": loop.iteration, "seconds": loop.elapsed()}
+        ckpt.save_rank_state(self.model, folder / f"rank{self.sync.rank}.pt", self.sync.rank, self.sync.world_size,
+                             extra)
+        if self.sync.is_main:
+            self.model.save(folder / "model.zip")
+            shutil.copyfile(self.out / "config.yaml", folder / "config.yaml")
+        self.sync.barrier()
+        if self.sync.is_main:
+            ckpt.mark_latest(folder)
+        return folder
+
+
+# ------------------------------------------------------------------------------------ train
+
+
+def _resolve(preset: str, out: Path, resume: bool, overrides: dict[str, Any] | None,
+             explicit: dict[str, Any]) -> tuple[Any, TrainSettings]:
+    """The engine config and trainer settings of a new run or of the run being resumed."""
+    engine_over, train_over = _split_overrides(overrides)
+    if resume:
+        if not (out / "train.yaml").is_file() or not (out / "config.yaml").is_file():
+            raise FileNotFoundError(f"cannot resume: {out} has no train.yaml/config.yaml (not a run folder)")
+        if ckpt.latest_checkpoint(out) is None:
+            raise FileNotFoundError(f"cannot resume: {out / 'checkpoints'} holds no complete checkpoint")
+        if engine_over:
+            raise ValueError(f"cannot change the engine config of a run being resumed: {sorted(engine_over)}")
+        cfg = load_config(out / "config.yaml")
+        d = yaml.safe_load((out / "train.yaml").read_text(encoding="utf-8"))
+        d.update({k: v for k, v in explicit.items() if k == "total_steps" and v is not None})
+        return cfg, TrainSettings.from_mapping(d)
+    cfg = load_config(preset, **engine_over)
+    d = load_train_section(preset)
+    d.update({k: v for k, v in explicit.items() if v is not None})
+    d.update(train_over)
+    d["preset"] = str(preset)
+    return cfg, TrainSettings.from_mapping(d)
+
+
+def train(preset: str = "quick", total_steps: int | None = None, out: str | Path = "runs/quick",
+          seed: int | None = None, sampler: str | None = None, threshold: float | None = None,
+          num_worlds: int | None = None, n_steps: int | None = None, full_policy: bool = False,
+          checkpoint_every: int | None = None, resume: bool = False, device: str = "auto",
+          torch_threads: int | None = None, overrides: dict[str, Any] | None = None, progress: str = "auto",
+          tensorboard: bool = True, _stop_after: int | None = None) -> Path:
+    """Train (or, with ``resume=True``, continue the run in ``out``) and return the final
+    ``checkpoint.zip``. Under ``torchrun`` every rank calls this; rank 0 writes the shared files.
+
+    ``overrides``: dotted engine-config names (``{"rewards.collision": [0, 3]}``) and ``train.X``
+    trainer settings. Bad settings and missing maps raise before any work, naming the field or file.
+    """
+    out = Path(out)
+    explicit = {"total_steps": total_steps, "seed": seed, "sampler": sampler, "threshold": threshold,
+                "checkpoint_every": checkpoint_every}
+    if n_steps is not None:
+        explicit["n_steps"] = n_steps
+    if full_policy:
+        explicit["policy"] = {}
+    cfg, settings = _resolve(preset, out, resume, overrides, explicit)
+    if num_worlds is not None and not resume:
+        cfg = cfg.with_overrides(num_worlds=num_worlds)
+    for src in cfg.maps:  # a missing map stops before any work
+        terrazero_env.maps.load_source(src)
+
+    sync, dev = init_from_environment(device)
+    if torch_threads is None and dev.type == "cpu" and sync.distributed:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", sync.world_size))
+        torch_threads = max(1, (os.cpu_count() or 1) // local)
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    if sync.is_main and not resume:
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, out / "config.yaml")
+        (out / "train.yaml").write_text(yaml.safe_dump(settings.to_mapping(), sort_keys=False), encoding="utf-8")
+        (out / "progress.jsonl").write_text("", encoding="utf-8")
+    sync.barrier()
+
+    rank_seed = settings.seed + 10_007 * sync.rank
+    tb = str(out / "tensorboard") if (tensorboard and sync.is_main) else None
+    model = build_model(cfg, settings, rank_seed, dev, tensorboard_log=tb)
+    model.sync = sync
+    sync.broadcast_module(model.policy)
+    iteration, seconds = 0, 0.0
+    if resume:
+        folder = ckpt.latest_checkpoint(out)
+        extra = ckpt.load_rank_state(model, folder / f"rank{sync.rank}.pt", sync.rank, sync.world_size)
+        iteration, seconds = int(extra["iteration"]), float(extra["seconds"])
+    per_rank = math.ceil(settings.total_steps / sync.world_size)
+    done_global = int(sync.sum([model.num_timesteps])[0])
+    n_params = sum(p.numel() for p in model.policy.parameters())
+    display = _Display(progress if sync.is_main else "none", settings.total_steps, done_global)
+    if sync.is_main:
+        what = f"resuming {out} at iteration {iteration}, {done_global:,} agent steps" if resume else "training"
+        print(f"{what}: {sync.world_size} rank(s) x {cfg.num_worlds} worlds x {cfg.slots_per_world} slots on "
+              f"{', '.join(cfg.maps)} ({dev.type}); policy {n_params:,} parameters; {settings.sampler} sampling; "
+              f"{settings.total_steps:,} agent steps", flush=True)
+    run = _Run(out, settings, cfg, sync, model, display)
+    loop = _Loop(run, iteration, done_global, seconds)
+
+    handlers = _install_stop_handlers(loop)
+    try:
+        callbacks: list[BaseCallback] = [loop]
+        if _stop_after is not None:  # tests: the same path as a signal, after a given iteration
+            callbacks.append(_StopAfter(loop, _stop_after))
+        remaining = max(per_rank - model.num_timesteps, 0)
+        if remaining > 0:
+            model.learn(remaining, callback=callbacks, reset_num_timesteps=not resume,
+                        tb_log_name="ppo", progress_bar=False)
+        if not loop.stopping:
+            run.save(loop)
+    finally:
+        _restore_handlers(handlers)
+        display.close()
+    final = out / "checkpoint.zip"
+    if sync.is_main:
+        if loop.stopping:  # the state of the checkpoint, not of the step taken after it
+            shutil.copyfile(ckpt.latest_checkpoint(out) / "model.zip", final)
+        else:
+            model.save(final)
+        state = "stopped" if loop.stopping else "finished"
+        print(f"{state} at iteration {loop.iteration}: saved {final} and {ckpt.latest_checkpoint(out)}", flush=True)
+    model.env.close()
+    sync.barrier()
+    return final
+
+
+class _StopAfter(BaseCallback):
+    """Raise the stop request once ``iteration`` iterations are done (what a signal does)."""
+
+    def __init__(self, loop: _Loop, iteration: int):
+        super().__init__()
+        self.loop, self.at = loop, iteration
 
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_end(self) -> None:
-        engine = self.dpsa.env.unwrapped.engine
-        counters = engine.counters[engine.agent_type >= 0]
-        names = terrazero_env._engine.COUNTER_NAMES
-        rates = {n: float((counters[:, k] > 0).mean()) if counters.size else 0.0 for k, n in enumerate(names)}
-        stats = self.dpsa.total.as_dict()
-        returns = [ep["r"] for ep in self.model.ep_info_buffer]
-        elapsed = time.perf_counter() - self.t0
-        row = {"agent_steps": int(self.num_timesteps), "seconds": elapsed,
-               "agent_steps_per_s": self.num_timesteps / max(elapsed, 1e-9),
-               "mean_return": float(np.mean(returns)) if returns else None,
-               "goal_rate": rates["goal_reached"], "collision_rate": rates["collision"],
-               "offroad_rate": rates["offroad"], "mu": stats["mu"], "eta": stats["eta"]}
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        ret = "n/a" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
-        print(f"[{100 * self.num_timesteps / self.total:5.1f}%] {self.num_timesteps:>9,} agent steps | "
-              f"{row['agent_steps_per_s']:>7,.0f} steps/s | return {ret} | goal {row['goal_rate']:.2f} "
-              f"collision {row['collision_rate']:.2f} off-road {row['offroad_rate']:.2f} | "
-              f"mu {row['mu']:.2f} eta {row['eta']:.2f}", flush=True)
+        if self.loop.iteration >= self.at:
+            self.loop.stop_requested = True
 
 
-def train(preset: str = "quick", total_steps: int = 50_000, out: str | Path = "runs/quick", seed: int = 0,
-          threshold: float = 0.5, num_worlds: int | None = None, n_steps: int = 64, full_policy: bool = False,
-          device: str = "cpu", torch_threads: int | None = None, overrides: dict[str, Any] | None = None) -> Path:
-    """Train from scratch and return the checkpoint path. ``overrides``: dotted config names."""
-    if total_steps < 1:
-        raise ValueError(f"total_steps must be positive, got {total_steps}")
-    cfg = load_config(preset, **(overrides or {}))
-    if num_worlds is not None:
-        cfg = cfg.with_overrides(num_worlds=num_worlds)
-    for src in cfg.maps:  # a missing map stops before any work
-        terrazero_env.maps.load_source(src)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    dump_config(cfg, out / "config.yaml")
-    if torch_threads is not None:
-        torch.set_num_threads(torch_threads)
-    venv = DPSA(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled"), threshold=threshold,
-                horizon=cfg.episode_length)
-    model = PPO("DeepSetsPolicy", venv, n_steps=n_steps, seed=seed, device=device,
-                policy_kwargs={} if full_policy else dict(CPU_POLICY))
-    n_params = sum(p.numel() for p in model.policy.parameters())
-    print(f"training {cfg.num_worlds} worlds x {cfg.slots_per_world} slots on {', '.join(cfg.maps)}; "
-          f"policy {n_params:,} parameters; {total_steps:,} agent steps", flush=True)
-    model.learn(total_steps, callback=_Progress(venv, out / "progress.jsonl", total_steps))
-    path = out / "checkpoint.zip"
-    model.save(path)
-    venv.close()
-    print(f"saved {path}", flush=True)
-    return path
+def _install_stop_handlers(loop: _Loop) -> dict[int, Any]:
+    """SIGINT/SIGTERM ask for a checkpoint and a clean stop at the next update boundary; a second
+    SIGINT interrupts at once."""
+    if not _main_thread():
+        return {}
+
+    def handler(signum: int, frame: Any) -> None:
+        if loop.stop_requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        loop.stop_requested = True
+        print(f"\n{signal.Signals(signum).name}: saving a checkpoint after this update, then stopping "
+              "(SIGINT again to stop now)", file=sys.stderr, flush=True)
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old[sig] = signal.signal(sig, handler)
+    return old
+
+
+def _restore_handlers(old: dict[int, Any]) -> None:
+    for sig, h in old.items():
+        signal.signal(sig, h)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

@@ -7,6 +7,7 @@
     terrazero maps regenerate [--out-dir D]  rebuild the bundled maps from their YAML specs
     terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
     terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
+    terrazero eval runs/quick --episodes 100 [--deterministic] [--json eval.json]   evaluate a checkpoint
 """
 
 from __future__ import annotations
@@ -106,12 +107,79 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from terrazero_env.agents.train import train  # the only command that imports torch
+    from terrazero_env.agents.train import train  # imports torch
 
-    overrides = {k: _yaml_value(v) for k, v in (kv.split("=", 1) for kv in args.set)}
-    train(preset=args.preset, total_steps=args.total_steps, out=args.out, seed=args.seed, threshold=args.threshold,
-          num_worlds=args.worlds, n_steps=args.n_steps, full_policy=args.full_policy, device=args.device,
-          torch_threads=args.torch_threads, overrides=overrides)
+    overrides = {}
+    for kv in args.set:
+        if "=" not in kv:
+            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
+        key, value = kv.split("=", 1)
+        overrides[key.strip()] = _yaml_value(value)
+    out = args.resume if args.resume else args.out
+    train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
+          sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
+          full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
+          device=args.device, torch_threads=args.torch_threads, overrides=overrides, progress=args.progress,
+          tensorboard=not args.no_tensorboard)
+    return 0
+
+
+def add_train_arguments(t: argparse.ArgumentParser) -> None:
+    """The options of ``terrazero train`` (also ``python -m terrazero_env.agents.launch``)."""
+    t.add_argument("--preset", default="quick", help="bundled preset (quick, planner, sim_agent)")
+    t.add_argument("--config", default=None, help="a YAML config file (engine config and optional train: section) "
+                                                  "instead of a preset")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted override, e.g. --set rewards.collision=[0,3] or --set train.ent_coef=0.005")
+    t.add_argument("--total-steps", type=int, default=None, help="agent steps over every rank (default: the preset's)")
+    t.add_argument("--out", default="runs/quick", help="run folder: config, progress log, TensorBoard, checkpoints")
+    t.add_argument("--resume", default=None, metavar="RUN", help="continue the newest checkpoint of this run folder")
+    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--sampler", choices=["dpsa", "sgr", "autoreset"], default=None,
+                   help="DPSA (default), synchronous global reset, or per-world autoreset")
+    t.add_argument("--threshold", type=float, default=None, help="DPSA termination-rate threshold")
+    t.add_argument("--worlds", type=int, default=None, help="worlds per rank (default: the preset's)")
+    t.add_argument("--n-steps", type=int, default=None, help="rollout length per update")
+    t.add_argument("--full-policy", action="store_true", help="the paper-sized Deep Sets policy (~3.4M parameters)")
+    t.add_argument("--checkpoint-every", type=int, default=None, help="iterations between checkpoints")
+    t.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    t.add_argument("--torch-threads", type=int, default=None)
+    t.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
+                   help="a progress bar on a terminal, else one line per iteration")
+    t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import torch  # imports torch, like train
+
+    from terrazero_env.agents.evaluate import evaluate, format_table, load_checkpoint, resolve_run
+
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if args.torch_threads is not None:
+        torch.set_num_threads(args.torch_threads)
+    zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
+    if args.maps:
+        cfg = cfg.with_overrides(maps=tuple(args.maps))
+    model = load_checkpoint(zip_path, device=args.device)
+    try:
+        result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
+                          video=args.video, video_dpi=args.video_dpi, config_name=f"config {source}")
+    except RuntimeError as e:
+        raise ValueError(str(e)) from e
+    mode = "deterministic" if args.deterministic else "sampled"
+    print(f"{zip_path} on {', '.join(result['maps'])} (config {source}): {result['episodes']} episodes, "
+          f"seed {result['seed']}, {mode} actions, {result['worlds']} worlds x {result['slots_per_world']} slots "
+          f"in {result['rounds']} round(s)")
+    print(format_table(result))
+    if "video" in result:
+        print(f"wrote {result['video']}")
+    if args.json:
+        from pathlib import Path
+
+        out = {"checkpoint": str(zip_path), "config": source, **result}
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -158,19 +226,24 @@ def make_parser() -> argparse.ArgumentParser:
     rr.add_argument("-o", "--output", required=True, help=".mp4 (needs imageio-ffmpeg) or .gif")
     rr.set_defaults(func=_cmd_render_rollout)
     t = sub.add_parser("train", help="train PPO (SMPO, V-trace, PopArt, priorities) with DPSA sampling")
-    t.add_argument("--preset", default="quick")
-    t.add_argument("--total-steps", type=int, default=50_000, help="agent steps")
-    t.add_argument("--out", default="runs/quick", help="folder for config, progress log and checkpoint")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threshold", type=float, default=0.5, help="DPSA termination-rate threshold")
-    t.add_argument("--worlds", type=int, default=None, help="worlds (default: the preset's)")
-    t.add_argument("--n-steps", type=int, default=64, help="rollout length per update")
-    t.add_argument("--full-policy", action="store_true", help="the paper-sized Deep Sets policy (~3.4M parameters)")
-    t.add_argument("--device", default="cpu")
-    t.add_argument("--torch-threads", type=int, default=None)
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="dotted config override, e.g. --set rewards.collision=[0,3]")
+    add_train_arguments(t)
     t.set_defaults(func=_cmd_train)
+    ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95% CIs")
+    ev.add_argument("checkpoint", help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
+                         "or a checkpoint folder holding model.zip")
+    ev.add_argument("--episodes", type=int, default=100, help="completed episodes (one per agent slot and world reset)")
+    ev.add_argument("--preset", default=None,
+                    help="preset name or config YAML (default: config.yaml beside the checkpoint or one folder up)")
+    ev.add_argument("--maps", nargs="+", default=None, metavar="MAP", help="maps to evaluate on (default: the config's)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--deterministic", action="store_true", help="take the most likely action instead of sampling")
+    ev.add_argument("--video", default=None, metavar="OUT",
+                    help="record world 0 over the first round: .gif, or .mp4 (needs imageio-ffmpeg)")
+    ev.add_argument("--video-dpi", type=int, default=80, help="video resolution")
+    ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
+    ev.add_argument("--device", default="cpu")
+    ev.add_argument("--torch-threads", type=int, default=None)
+    ev.set_defaults(func=_cmd_eval)
     return p
 
 

@@ -42,7 +42,8 @@ from .config import (
     SignalController,
 )
 
-__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config", "presets"]
+__all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config",
+           "load_train_section", "presets"]
 
 _CLASS_NAMES = [a.name.lower() for a in AgentType]
 _COLUMNS = ("vehicle", "pedestrian", "cyclist")
@@ -196,6 +197,44 @@ def presets() -> list[str]:
     return sorted(p.stem for p in root.glob("*.yaml"))
 
 
+#: A config file's optional top-level section for the trainer (``terrazero train``), which the
+#: engine config ignores; see :func:`load_train_section`.
+TRAIN_SECTION = "train"
+
+
+def _source_path(src: str | os.PathLike[str]) -> Path:
+    path = Path(src)
+    if not path.suffix:
+        path = Path(str(resources.files("terrazero_env.assets"))) / "presets" / f"{src}.yaml"
+        if not path.is_file():
+            raise ValueError(f"unknown preset {str(src)!r}; presets: {', '.join(presets())}")
+    elif not path.is_file():
+        raise FileNotFoundError(f"config file {str(src)!r} does not exist")
+    return path
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def load_train_section(src: str | os.PathLike[str] | Mapping[str, Any] | EngineConfig | None) -> dict[str, Any]:
+    """The ``train:`` section of a preset, YAML file or mapping (``{}`` when absent)."""
+    if src is None or isinstance(src, EngineConfig):
+        return {}
+    data = src if isinstance(src, Mapping) else _read_yaml(_source_path(src))
+    section = data.get(TRAIN_SECTION) or {}
+    if not isinstance(section, Mapping):
+        raise ValueError(f"{TRAIN_SECTION}: expected a mapping, got {type(section).__name__}")
+    return dict(section)
+
+
 def load_config(src: str | os.PathLike[str] | Mapping[str, Any] | EngineConfig | None = None,
                 **overrides: Any) -> EngineConfig:
     """A config from a preset name, a YAML path, a mapping or a config, then keyword overrides
@@ -205,16 +244,11 @@ def load_config(src: str | os.PathLike[str] | Mapping[str, Any] | EngineConfig |
     elif isinstance(src, EngineConfig):
         cfg = src
     elif isinstance(src, Mapping):
-        cfg = config_from_dict(src)
+        cfg = config_from_dict({k: v for k, v in src.items() if k != TRAIN_SECTION})
     else:
-        path = Path(src)
-        if not path.suffix:
-            path = Path(str(resources.files("terrazero_env.assets"))) / "presets" / f"{src}.yaml"
-            if not path.is_file():
-                raise ValueError(f"unknown preset {str(src)!r}; presets: {', '.join(presets())}")
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-        cfg = config_from_dict(data)
+        path = _source_path(src)
+        data = _read_yaml(path)
+        cfg = config_from_dict({k: v for k, v in data.items() if k != TRAIN_SECTION})
     if overrides:
         cfg = apply_overrides(cfg, {k.replace("__", "."): v for k, v in overrides.items()})
     return cfg

@@ -1,0 +1,140 @@
+"""Training checkpoints that continue exactly.
+
+A checkpoint is a folder ``RUN/checkpoints/iter_NNNNNN/`` taken between two iterations (after an
+update, before the next rollout) holding:
+
+* ``model.zip``: the policy as :meth:`terrazero_env.agents.PPO.save` writes it (what
+  ``PPO.load`` and ``terrazero eval`` read), written by rank 0;
+* ``rank<r>.pt``: everything rank ``r`` needs to continue bit for bit: policy and optimizer
+  state, PopArt statistics, step and update counters, the last observation, the episode-info
+  buffer, the Python, NumPy and torch (and CUDA) generator states, and the state of every env
+  wrapper down to the engine's worlds.
+
+``RUN/checkpoints/latest`` names the newest complete checkpoint; it is replaced atomically after
+every rank has written its file, so an interrupted save never becomes the one a resume reads.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.vec_env import VecMonitor
+
+from ..wrappers.sb3 import SB3VecEnv
+
+__all__ = ["CHECKPOINT_FORMAT", "env_state", "set_env_state", "save_rank_state", "load_rank_state",
+           "latest_checkpoint", "mark_latest"]
+
+CHECKPOINT_FORMAT = 1
+
+
+def env_state(env: Any) -> dict[str, Any]:
+    """The state of the SB3 env chain (VecMonitor, SB3VecEnv, then any Gymnasium vector env with
+    ``get_state``, such as DPSA over the native env)."""
+    if isinstance(env, VecMonitor):
+        return {"kind": "VecMonitor", "returns": env.episode_returns.copy(), "lengths": env.episode_lengths.copy(),
+                "count": env.episode_count, "inner": env_state(env.venv)}
+    if isinstance(env, SB3VecEnv):
+        return {"kind": "SB3VecEnv", "inner": env_state(env.vector_env)}
+    if hasattr(env, "get_state"):
+        return {"kind": type(env).__name__, "state": env.get_state()}
+    raise TypeError(f"cannot checkpoint an env of type {type(env).__name__} (no get_state)")
+
+
+def set_env_state(env: Any, state: dict[str, Any]) -> None:
+    """Restore :func:`env_state` into an env chain built the same way."""
+    kind = state["kind"]
+    if isinstance(env, VecMonitor) and kind == "VecMonitor":
+        env.episode_returns, env.episode_lengths = state["returns"].copy(), state["lengths"].copy()
+        env.episode_count = state["count"]
+        set_env_state(env.venv, state["inner"])
+    elif isinstance(env, SB3VecEnv) and kind == "SB3VecEnv":
+        set_env_state(env.vector_env, state["inner"])
+    elif kind == type(env).__name__ and hasattr(env, "set_state"):
+        env.set_state(state["state"])
+    else:
+        raise ValueError(f"checkpoint env state is for a {kind}, the run has a {type(env).__name__}: "
+                         "resume with the settings the run was started with")
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        out["cuda"] = torch.cuda.get_rng_state(device)
+    return out
+
+
+def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: dict[str, Any]) -> None:
+    """Write ``path`` (``rank<r>.pt``) atomically."""
+    state = {
+        "format": CHECKPOINT_FORMAT, "rank": rank, "world_size": world_size,
+        "policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
+        "popart": (model.popart_mean, model.popart_sq_mean),
+        "num_timesteps": model.num_timesteps, "n_updates": model._n_updates, "episode_num": model._episode_num,
+        "last_obs": model._last_obs, "last_episode_starts": model._last_episode_starts,
+        "ep_info_buffer": list(model.ep_info_buffer or []), "ep_success_buffer": list(model.ep_success_buffer or []),
+        "rng": _rng_state(model.device), "env": env_state(model.env), "extra": extra,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[str, Any]:
+    """Restore ``rank<r>.pt`` into a model built with the run's settings; returns its ``extra``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint file {path} is missing (was the run started with {world_size} ranks?)")
+    try:
+        state = torch.load(path, map_location=model.device, weights_only=False)
+    except Exception as exc:  # a truncated or foreign file
+        raise ValueError(f"cannot read checkpoint {path}: {exc}") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a terrazero training checkpoint (format {CHECKPOINT_FORMAT})")
+    if state["world_size"] != world_size:
+        raise ValueError(f"{path} was written by a run of {state['world_size']} ranks; this one has {world_size}")
+    try:
+        model.policy.load_state_dict(state["policy"])
+    except RuntimeError as exc:
+        raise ValueError(f"{path}: the policy does not match this run's settings ({exc})") from None
+    model.policy.optimizer.load_state_dict(state["optimizer"])
+    model.popart_mean, model.popart_sq_mean = state["popart"]
+    model.num_timesteps, model._n_updates = state["num_timesteps"], state["n_updates"]
+    model._episode_num = state["episode_num"]
+    model._last_obs, model._last_episode_starts = state["last_obs"], state["last_episode_starts"]
+    model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=model._stats_window_size)
+    model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=model._stats_window_size)
+    set_env_state(model.env, state["env"])
+    _set_rng_state(state["rng"], model.device)
+    return state["extra"]
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint folder of a run, or None."""
+    pointer = Path(run_dir) / "checkpoints" / "latest"
+    if not pointer.is_file():
+        return None
+    folder = pointer.parent / pointer.read_text(encoding="utf-8").strip()
+    return folder if folder.is_dir() else None
+
+
+def mark_latest(folder: Path) -> None:
+    """Point ``checkpoints/latest`` at ``folder`` (atomic replace)."""
+    pointer = folder.parent / "latest"
+    tmp = pointer.with_suffix(".tmp")
+    tmp.write_text(folder.name + "\n", encoding="utf-8")
+    os.replace(tmp, pointer)
+

@@ -1,0 +1,169 @@
+"""The main job (``terrazero train``): data-parallel updates under torchrun (gloo, two processes on
+loopback), exact resume, clean stops, and configuration errors before any work."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+from terrazero_env.agents import PPO  # noqa: E402
+from terrazero_env.agents.checkpoint import latest_checkpoint  # noqa: E402
+from terrazero_env.agents.train import train  # noqa: E402
+
+from terrazero_env import cli  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TINY = {"train.policy": {"ego_hidden": 32, "entity_hidden": 32, "trunk": [64, 64]}, "train.n_steps": 16}
+TINY_ARGS = ["--set", "train.policy={ego_hidden: 32, entity_hidden: 32, trunk: [64, 64]}", "--set", "train.n_steps=16"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+           "--master-port", str(_free_port()), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _load(path: Path) -> dict:
+    return torch.load(path, weights_only=False)
+
+
+def _assert_same_tensors(a: dict, b: dict, atol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=k)
+
+
+# --------------------------------------------------------------------------- data parallelism
+
+
+def test_two_rank_update_over_halves_equals_one_rank_update_over_the_whole(tmp_path):
+    _torchrun([str(HERE / "dist_worker.py"), str(tmp_path)])
+    r0, r1 = _load(tmp_path / "rank0.pt"), _load(tmp_path / "rank1.pt")
+    assert 0.5 < r0["valid"] < 0.9  # the rollout holds padding, which both learners must skip
+    _assert_same_tensors(r0["part"], r1["part"])  # ranks agree exactly
+    _assert_same_tensors(r0["part"], r0["whole"], atol=1e-5)  # and agree with one learner on the union
+    moved = max(float((r0["part"][k].float() - r1["whole"][k].float()).abs().max()) for k in r0["part"])
+    assert moved < 1e-5
+    # PopArt statistics: identical on both ranks and equal to one update with every target of the union.
+    assert r0["popart_part"] == r1["popart_part"]
+    t = r0["targets"]
+    step = 1.0 - 0.9997 ** t.size
+    expected = (step * t.mean(), (1 - step) * 1.0 + step * (t * t).mean())  # from mean 0, second moment 1
+    np.testing.assert_allclose(r0["popart_part"], expected, rtol=1e-9)
+    np.testing.assert_allclose(r0["popart_whole"], expected, rtol=1e-9)
+
+
+def test_training_under_torchrun_keeps_the_ranks_identical(tmp_path):
+    out = tmp_path / "run"
+    steps = 2 * 4 * 16 * 3  # two ranks of one world (four slots), 16-step rollouts, three iterations
+    proc = _torchrun(["-m", "terrazero_env.agents.launch", "--worlds", "1", "--total-steps", str(steps),
+                      "--out", str(out), "--checkpoint-every", "1", "--progress", "lines", "--no-tensorboard",
+                      *TINY_ARGS])
+    assert "2 rank(s)" in proc.stdout and "finished at iteration 3" in proc.stdout
+    folder = latest_checkpoint(out)
+    assert folder.name == "iter_000003"
+    r0, r1 = _load(folder / "rank0.pt"), _load(folder / "rank1.pt")
+    _assert_same_tensors(r0["policy"], r1["policy"])
+    assert r0["popart"] == r1["popart"] and r0["popart"] != (0.0, 1.0)
+    m0, m1 = r0["optimizer"]["state"], r1["optimizer"]["state"]
+    for k in m0:
+        torch.testing.assert_close(m0[k]["exp_avg_sq"], m1[k]["exp_avg_sq"], rtol=0, atol=0)
+    # ... while each rank drove its own worlds.
+    assert not np.array_equal(r0["last_obs"], r1["last_obs"])
+    assert r0["num_timesteps"] == r1["num_timesteps"] == steps // 2
+    assert len((out / "progress.jsonl").read_text().splitlines()) == 3  # rank 0 alone writes the log
+
+
+# -------------------------------------------------------------------------- resume and stops
+
+
+def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path):
+    torch.set_num_threads(1)
+    a, b = tmp_path / "a", tmp_path / "b"
+    steps = 2 * 4 * 16 * 3
+    train(total_steps=steps, out=a, checkpoint_every=1, overrides=TINY, progress="none", tensorboard=False)
+    # A copy of the run as it stood after iteration 1, as if it had been stopped there.
+    shutil.copytree(a, b)
+    for later in ("iter_000002", "iter_000003"):
+        shutil.rmtree(b / "checkpoints" / later)
+    (b / "checkpoints" / "latest").write_text("iter_000001\n")
+    train(out=b, resume=True, checkpoint_every=1, progress="none", tensorboard=False)
+    for it in ("iter_000002", "iter_000003"):
+        ra, rb = _load(a / "checkpoints" / it / "rank0.pt"), _load(b / "checkpoints" / it / "rank0.pt")
+        _assert_same_tensors(ra["policy"], rb["policy"])
+        assert ra["popart"] == rb["popart"] and ra["num_timesteps"] == rb["num_timesteps"]
+        np.testing.assert_array_equal(ra["last_obs"], rb["last_obs"])
+    first = _load(a / "checkpoints" / "iter_000001" / "rank0.pt")["policy"]
+    assert any(not torch.equal(first[k], ra["policy"][k]) for k in first)  # the updates did move
+    PPO.load(b / "checkpoint.zip")
+
+
+def test_a_stop_request_saves_a_checkpoint_and_ends_cleanly(tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    final = train(total_steps=10**7, out=out, checkpoint_every=100, overrides=TINY, progress="none",
+                  tensorboard=False, _stop_after=2)
+    assert latest_checkpoint(out).name == "iter_000002"
+    model = PPO.load(final)
+    assert model.num_timesteps == 2 * 2 * 4 * 16
+
+
+def test_sigint_saves_a_checkpoint_and_exits_zero(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "terrazero_env.agents.launch", "--total-steps", "10000000", "--out", str(out),
+           "--progress", "lines", "--no-tensorboard", "--torch-threads", "1", *TINY_ARGS]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith("["):  # the first iteration's progress line
+                break
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "SIGINT" in stderr and "stopped at iteration" in stdout
+    assert latest_checkpoint(out) is not None and (out / "checkpoint.zip").is_file()
+
+
+# ----------------------------------------------------------------------------- bad settings
+
+
+@pytest.mark.parametrize("override, message", [
+    ("init.num_agents=[0, 1]", "InitConfig.num_agents"),
+    ("train.bogus=1", "bogus"),
+    ("train.threshold=2", "train.threshold"),
+    ("train.sampler=sometimes", "train.sampler"),
+    ("maps=[nowhere.tzb]", "nowhere.tzb"),
+])
+def test_a_bad_setting_stops_before_any_work_naming_it(tmp_path, capsys, override, message):
+    out = tmp_path / "run"
+    assert cli.main(["train", "--out", str(out), "--set", override]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_resume_of_a_folder_without_a_checkpoint_is_refused(tmp_path, capsys):
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
+    assert "cannot resume" in capsys.readouterr().err
