@@ -311,6 +311,8 @@ cdef class Engine:
         self.idmp.lookahead = idm.lookahead
         self.idmp.reroll_prob = idm.reroll_prob
         self.idmp.max_decel = idm.max_decel
+        self.idmp.curve_accel = idm.curve_lat_accel
+        self.idmp.side_margin = idm.side_margin
         self.idm_fraction = ini.idm_fraction
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)
@@ -948,7 +950,7 @@ cdef class Engine:
             elif a.role == ROLE_IDM:
                 front_centre(a, &a.front_x, &a.front_y)
                 prev_lane = a.lane
-                idm_step(m, &self.agents[base], n, i, &self.cp[a.cls * N_CP], &self.idmp, st.sl, &self.rngs[w], self.dt)
+                idm_step(m, &self.agents[base], n, i, self.cp, &self.idmp, st.sl, &self.rngs[w], self.dt)
                 memset(&ev, 0, sizeof(StepEvents))
                 traffic_rules(m, a, prev_lane, st.sl, &self.stop_rules, &self.rngs[w], self.dt, &ev)
             elif a.role == ROLE_LOG:

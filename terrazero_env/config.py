@@ -403,15 +403,22 @@ class IdmConfig:
     """Per-step probability that a vehicle redraws its behaviour mode."""
     max_decel: float = 8.0
     """Braking clip (m/s^2)."""
+    curve_lat_accel: float = 2.0
+    """Lateral acceleration (m/s^2) the desired speed allows in curves; the vehicle brakes
+    comfortably ahead of them."""
+    side_margin: float = 0.3
+    """Lateral clearance (m) the swept body keeps from other agents when finding the leader."""
 
     def __post_init__(self) -> None:
         for name in ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap"):
             v = getattr(self, name)
             if len(v) != 3 or not all(math.isfinite(x) and x > 0 for x in v):
                 raise ValueError(f"IdmConfig.{name}: three positive values (default, assertive, cautious), got {v!r}")
-        for name in ("delta", "lookahead", "max_decel"):
+        for name in ("delta", "lookahead", "max_decel", "curve_lat_accel"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"IdmConfig.{name}: a positive number, got {getattr(self, name)!r}")
+        if not (math.isfinite(self.side_margin) and self.side_margin >= 0):
+            raise ValueError(f"IdmConfig.side_margin: metres >= 0, got {self.side_margin!r}")
         if not 0.0 <= self.reroll_prob <= 1.0:
             raise ValueError(f"IdmConfig.reroll_prob: a probability, got {self.reroll_prob!r}")
 
