@@ -100,7 +100,8 @@ def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path)
     torch.set_num_threads(1)
     a, b = tmp_path / "a", tmp_path / "b"
     steps = 2 * 4 * 16 * 3
-    train(total_steps=steps, out=a, checkpoint_every=1, overrides=TINY, progress="none", tensorboard=False)
+    train(total_steps=steps, out=a, num_worlds=2, checkpoint_every=1, overrides=TINY, progress="none",
+          tensorboard=False)
     # A copy of the run as it stood after iteration 1, as if it had been stopped there.
     shutil.copytree(a, b)
     for later in ("iter_000002", "iter_000003"):
@@ -120,7 +121,7 @@ def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path)
 def test_a_stop_request_saves_a_checkpoint_and_ends_cleanly(tmp_path):
     torch.set_num_threads(1)
     out = tmp_path / "run"
-    final = train(total_steps=10**7, out=out, checkpoint_every=100, overrides=TINY, progress="none",
+    final = train(total_steps=10**7, out=out, num_worlds=2, checkpoint_every=100, overrides=TINY, progress="none",
                   tensorboard=False, _stop_after=2)
     assert latest_checkpoint(out).name == "iter_000002"
     model = PPO.load(final)
@@ -130,7 +131,7 @@ def test_a_stop_request_saves_a_checkpoint_and_ends_cleanly(tmp_path):
 def test_sigint_saves_a_checkpoint_and_exits_zero(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "terrazero_env.agents.launch", "--total-steps", "10000000", "--out", str(out),
-           "--progress", "lines", "--no-tensorboard", "--torch-threads", "1", *TINY_ARGS]
+           "--worlds", "2", "--progress", "lines", "--no-tensorboard", "--torch-threads", "1", *TINY_ARGS]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
