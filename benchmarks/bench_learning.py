@@ -1,17 +1,28 @@
 """Learning check (TerraZero issue: the training algorithm, item 10): train from scratch on the
 ``quick`` preset for a fixed wall-clock budget with ``terrazero_env.agents.PPO`` (DeepSets policy,
-DPSA sampling, SMPO, V-trace, PopArt, prioritized segments) and with stock Stable-Baselines3 PPO
-(MLP policy, the native env through the SB3 adapter), and record both learning curves.
+DPSA sampling, SMPO, V-trace, PopArt, prioritized segments) built exactly as ``terrazero train``
+builds it (the preset's ``train:`` section), and with stock Stable-Baselines3 PPO (MLP policy, the
+native env through the SB3 adapter), and record both learning curves.
 
-    python benchmarks/bench_learning.py [--seconds 240] [--worlds 8] [--eval-every 20]
+    python benchmarks/bench_learning.py [--seconds 300] [--worlds 8] [--eval-every 30]
+    python benchmarks/bench_learning.py --algos ours,ours_scaled,stock   # with the input-scaling ablation
 
-Every ``--eval-every`` seconds of training, the policy (sampling its actions) drives one episode of
-every slot of a separate evaluation env (``--eval-worlds`` worlds of the preset, fixed seed): the
-goal-reach rate is the share of episodes whose agent reached its goal at least once (the engine's
-``goal_reached`` counter at the episode end), next to the mean episode return. A uniformly random
-policy is evaluated the same way as the baseline. Training throughput counts agent steps (padding
-included, as the env produced them) per second of training wall-clock, collection and updates
-together; evaluation time is excluded. CPU threads: torch uses one (``--threads``).
+Every ``--eval-every`` seconds of training, the policy drives one episode of every slot of a separate
+evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions
+(stochastic) and taking the most likely action (deterministic). The goal-reach rate is the share of
+episodes whose agent reached its goal at least once (the engine's ``goal_reached`` counter at the
+episode end), next to the mean episode return and the off-road rate. Three baselines are evaluated
+the same way: a uniformly random policy, a constant "coast" policy (zero longitudinal and lateral
+jerk: the car keeps its initial speed and heading, which already reaches the goals straight ahead),
+and a hand-written controller (``scripted_controller``: pure pursuit toward the observed goal, slowing
+to arrive below 3 m/s) that shows what the observation allows. Training throughput counts agent steps (padding included, as the env produced them) per
+second of training wall-clock, collection and updates together; evaluation time is excluded. CPU
+threads: torch uses one (``--threads``).
+
+``ours_scaled`` is an ablation, not part of the package: the same PPO with the ego goal position and
+speed features multiplied by 20 and 10 inside the policy (the engine scales them by 1/200 m and
+1/100 m/s, so for goals 10-30 m away they stay below 0.15 and the first layer learns to use them
+slowly).
 
 Writes ``benchmarks/results/learning.json`` and ``docs/learning_curve.png``.
 """
@@ -31,57 +42,98 @@ from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecMonitor
 from terrazero_env.agents import PPO
-from terrazero_env.agents.policies import count_parameters
+from terrazero_env.agents.policies import DeepSetsPolicy, count_parameters
+from terrazero_env.agents.train import TrainSettings, build_model
 from terrazero_env.wrappers import DPSA, SB3VecEnv
 
 import terrazero_env
+from terrazero_env.config_io import load_train_section
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL = 3  # column of Engine.counters (COUNTER_NAMES)
+COUNTERS = list(terrazero_env._engine.COUNTER_NAMES)
+GOAL, OFFROAD, COLLISION = (COUNTERS.index(k) for k in ("goal_reached", "offroad", "collision"))
+#: ``ours_scaled``: multipliers of ego features inside the policy.
+EGO_SCALE = {"rel_goal_pos": 20.0, "speed": 10.0}
 
 
-def evaluate(act: Any, worlds: int, seed: int) -> dict[str, float]:
-    """One episode per slot of a fresh ``quick`` env; ``act(obs) -> actions``."""
-    venv = terrazero_env.make_vec(worlds, "quick")
+def evaluate(act: Any, preset: str, worlds: int, seed: int) -> dict[str, float]:
+    """One episode per slot of a fresh env of ``worlds`` worlds; ``act(obs) -> actions``."""
+    venv = terrazero_env.make_vec(worlds, preset)
     obs, info = venv.reset(seed=seed)
     n = venv.num_envs
     finished = ~np.asarray(info["valid"], bool)
-    returns, goals, ended = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+    returns, ended = np.zeros(n), np.zeros(n, bool)
+    flags = np.zeros((n, 3), bool)
     for _ in range(4 * venv.config.episode_length):
         obs, rew, term, trunc, info = venv.step(np.asarray(act(np.array(obs)), np.int64).reshape(n))
         live = ~finished & np.asarray(info["valid"], bool)
         returns[live] += rew[live]
         done = live & (term | trunc)
-        goals[done] = venv.engine.counters[done, GOAL] > 0
+        flags[done] = venv.engine.counters[done][:, [GOAL, OFFROAD, COLLISION]] > 0
         ended |= done
         finished |= done
         if finished.all():
             break
     venv.close()
-    return {"goal_rate": float(goals[ended].mean()), "mean_return": float(returns[ended].mean()),
+    f = flags[ended]
+    return {"goal_rate": float(f[:, 0].mean()), "offroad_rate": float(f[:, 1].mean()),
+            "collision_rate": float(f[:, 2].mean()), "mean_return": float(returns[ended].mean()),
             "episodes": int(ended.sum())}
+
+
+def scripted_controller(layout: Any, v_cruise: float = 6.0, v_arrive: float = 2.0) -> Any:
+    """A hand-written reference that reads only the ego observation (through ``layout``): pure
+    pursuit toward the relative goal position, with a speed profile that arrives below ``v_arrive``
+    (the goal counts only below ``v_goal``, 3 m/s), each converted to the nearest jerk of the car's
+    4 x 3 action grid. It ignores the road, other agents and signals."""
+    ego = layout.groups["ego"]
+    col = {name: ego.start + off for name, off, _ in ego.features}
+    jerk_long, jerk_lat = np.array([-15.0, -4.0, 0.0, 4.0]), np.array([-4.0, 0.0, 4.0])
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        gx, gy = obs[:, col["rel_goal_pos"]] / 0.005, obs[:, col["rel_goal_pos"] + 1] / 0.005  # metres
+        v = obs[:, col["speed"]] * 100.0
+        a_long, a_lat = obs[:, col["acceleration"]] * 5.0, obs[:, col["acceleration"] + 1] * 4.0
+        d = np.hypot(gx, gy)
+        v_des = np.where(gx < 0, 1.0, np.minimum(v_cruise, np.sqrt(v_arrive**2 + 3.0 * np.maximum(d - 1.0, 0.0))))
+        j_long = (np.clip(v_des - v, -4.0, 2.5) - a_long) / 0.1
+        a_lat_des = np.clip(np.maximum(v, 1.0) ** 2 * 2.0 * gy / np.maximum(d * d, 1.0), -3.5, 3.5)
+        j_lat = (a_lat_des - a_lat) / 0.1
+        i_long = np.abs(jerk_long[None, :] - j_long[:, None]).argmin(1)
+        i_lat = np.where(j_lat > 2.0, 2, np.where(j_lat < -2.0, 0, 1))
+        return i_long * len(jerk_lat) + i_lat
+
+    return act
+
+
+def evaluate_policy(model: Any, preset: str, worlds: int, seed: int) -> dict[str, float]:
+    """Stochastic and deterministic evaluation; deterministic keys get a ``det_`` prefix."""
+    out = evaluate(lambda o: model.predict(o, deterministic=False)[0], preset, worlds, seed)
+    det = evaluate(lambda o: model.predict(o, deterministic=True)[0], preset, worlds, seed)
+    out.update({f"det_{k}": v for k, v in det.items() if k != "episodes"})
+    return out
 
 
 class Curve(BaseCallback):
     """Stops training after ``seconds`` of training wall-clock and evaluates every ``every`` seconds."""
 
-    def __init__(self, seconds: float, every: float, eval_worlds: int, seed: int) -> None:
+    def __init__(self, seconds: float, every: float, preset: str, eval_worlds: int, seed: int) -> None:
         super().__init__()
-        self.seconds, self.every, self.eval_worlds, self.seed = seconds, every, eval_worlds, seed
+        self.seconds, self.every, self.preset, self.eval_worlds, self.seed = seconds, every, preset, eval_worlds, seed
         self.points: list[dict[str, float]] = []
         self.train_time = 0.0
         self.valid_steps = 0
 
     def _point(self) -> None:
-        policy = self.model
-        result = evaluate(lambda o: policy.predict(o, deterministic=False)[0], self.eval_worlds, self.seed)
+        result = evaluate_policy(self.model, self.preset, self.eval_worlds, self.seed)
         buf = list(self.model.ep_info_buffer)
         result.update(train_seconds=self.train_time, agent_steps=int(self.model.num_timesteps),
                       valid_agent_steps=self.valid_steps,
                       train_ep_return=float(np.mean([e["r"] for e in buf])) if buf else float("nan"))
         self.points.append(result)
-        print(f"  {self.train_time:7.1f} s {self.model.num_timesteps:9d} steps  goal rate "
-              f"{result['goal_rate']:.3f}  eval return {result['mean_return']:7.2f}", flush=True)
+        print(f"  {self.train_time:7.1f} s {self.model.num_timesteps:9d} steps  goal rate {result['goal_rate']:.3f} "
+              f"(deterministic {result['det_goal_rate']:.3f})  return {result['mean_return']:6.2f} "
+              f"({result['det_mean_return']:6.2f})  off-road {result['offroad_rate']:.2f}", flush=True)
 
     def _on_training_start(self) -> None:
         self._point()
@@ -104,13 +156,14 @@ class Curve(BaseCallback):
 
     def finish(self) -> None:
         self.train_time += time.perf_counter() - self._t0
-        self._point()
+        if self.points[-1]["agent_steps"] != self.model.num_timesteps:
+            self._point()
 
 
-def run(name: str, model: Any, args: argparse.Namespace) -> dict[str, Any]:
-    curve = Curve(args.seconds, args.eval_every, args.eval_worlds, args.seed + 1000)
+def run(name: str, model: Any, total_steps: int, args: argparse.Namespace) -> dict[str, Any]:
+    curve = Curve(args.seconds, args.eval_every, args.preset, args.eval_worlds, args.seed + 1000)
     print(f"{name}: {count_parameters(model.policy):,} parameters", flush=True)
-    model.learn(args.max_steps, callback=curve)
+    model.learn(total_steps, callback=curve)
     curve.finish()
     return {"name": name, "parameters": count_parameters(model.policy), "points": curve.points,
             "train_seconds": curve.train_time, "agent_steps": int(model.num_timesteps),
@@ -119,27 +172,45 @@ def run(name: str, model: Any, args: argparse.Namespace) -> dict[str, Any]:
             "throughput_valid_agent_steps_per_s": curve.valid_steps / curve.train_time}
 
 
-def plot(results: list[dict[str, Any]], random: dict[str, float], path: Path) -> None:
+def scaled_policy(layout: Any) -> type:
+    """``ours_scaled``: DeepSetsPolicy whose input has the ``EGO_SCALE`` features multiplied."""
+    ego = layout.groups["ego"]
+    offsets = {name: (off, width) for name, off, width in ego.features}
+    scale = torch.ones(layout.dim)
+    for name, k in EGO_SCALE.items():
+        off, width = offsets[name]
+        scale[ego.start + off:ego.start + off + width] = k
+
+    class ScaledDeepSetsPolicy(DeepSetsPolicy):
+        def extract_features(self, obs: torch.Tensor, features_extractor: Any = None) -> Any:
+            return super().extract_features(obs * scale.to(obs.device), features_extractor)
+
+    return ScaledDeepSetsPolicy
+
+
+def plot(results: list[dict[str, Any]], baselines: dict[str, dict[str, float]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    for res in results:
-        pts = res["points"]
-        for row, key in enumerate(("goal_rate", "mean_return")):
-            for col, x in enumerate(("train_seconds", "agent_steps")):
-                axes[row, col].plot([p[x] for p in pts], [p[key] for p in pts], marker="o", label=res["name"])
-    for row, key in enumerate(("goal_rate", "mean_return")):
-        for col, x in enumerate(("training wall-clock (s)", "agent steps")):
-            ax = axes[row, col]
-            ax.axhline(random[key], color="gray", ls="--", label="random policy")
-            ax.set_xlabel(x)
-            ax.set_ylabel("goal-reach rate" if key == "goal_rate" else "mean episode return")
-            ax.grid(alpha=0.3)
-    axes[0, 0].legend()
-    fig.suptitle("Learning on the quick preset (evaluation episodes, stochastic policy)")
+    panels = [("goal_rate", "train_seconds", "goal-reach rate (sampled actions)"),
+              ("det_goal_rate", "train_seconds", "goal-reach rate (most likely action)"),
+              ("mean_return", "train_seconds", "mean episode return (sampled actions)"),
+              ("goal_rate", "agent_steps", "goal-reach rate (sampled actions)")]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, (key, x, label) in zip(axes.flat, panels):
+        for res in results:
+            pts = res["points"]
+            ax.plot([p[x] for p in pts], [p[key] for p in pts], marker="o", ms=3, label=res["name"])
+        base_key = key.removeprefix("det_")
+        for (bname, b), style in zip(baselines.items(), ("--", ":", "-.")):
+            ax.axhline(b[base_key], color="gray", ls=style, label=f"{bname} policy")
+        ax.set_xlabel("training wall-clock (s)" if x == "train_seconds" else "agent steps")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Learning on the quick preset (evaluation episodes, fixed seeds)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -147,58 +218,85 @@ def plot(results: list[dict[str, Any]], random: dict[str, float], path: Path) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=240.0, help="training wall-clock per algorithm")
-    parser.add_argument("--worlds", type=int, default=8)
-    parser.add_argument("--n-steps", type=int, default=64)
-    parser.add_argument("--eval-every", type=float, default=20.0)
-    parser.add_argument("--eval-worlds", type=int, default=8)
-    parser.add_argument("--max-steps", type=int, default=2_000_000, help="horizon of the learning-rate schedule")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--seconds", type=float, default=300.0, help="training wall-clock per algorithm")
+    parser.add_argument("--worlds", type=int, default=None, help="training worlds (default: the preset's)")
+    parser.add_argument("--eval-every", type=float, default=30.0)
+    parser.add_argument("--eval-worlds", type=int, default=16)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="horizon of the learning-rate schedule (default: the train section's total_steps)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,stock")
-    parser.add_argument("--full-policy", action="store_true",
-                        help="the default DeepSetsPolicy (about 3.4M parameters) instead of the CPU-sized one")
+    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_scaled,stock")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--png", default=str(ROOT / "docs" / "learning_curve.png"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
+    cfg = terrazero_env.load_config(args.preset)
+    if args.worlds is not None:
+        cfg = cfg.with_overrides(num_worlds=args.worlds)
+    settings = TrainSettings.from_mapping(load_train_section(args.preset))
+    total_steps = args.max_steps or settings.total_steps
+    n_envs = cfg.num_worlds * cfg.slots_per_world
+
     rng = np.random.default_rng(args.seed)
-    random = evaluate(lambda o: rng.integers(0, 12, len(o)), args.eval_worlds, args.seed + 1000)
-    print(f"random policy: goal rate {random['goal_rate']:.3f}, return {random['mean_return']:.2f}", flush=True)
+    layout = terrazero_env.make_vec(1, args.preset).obs_layout
+    baselines = {name: evaluate(act, args.preset, args.eval_worlds, args.seed + 1000) for name, act in (
+        ("random", lambda o: rng.integers(0, 12, len(o))),
+        ("coast", lambda o: np.full(len(o), 7)),  # action 7: zero jerk in the 4 x 3 car grid
+        ("scripted", scripted_controller(layout)))}
+    for bname, b in baselines.items():
+        print(f"{bname} policy: goal rate {b['goal_rate']:.3f}, return {b['mean_return']:.2f}, "
+              f"off-road {b['offroad_rate']:.2f}", flush=True)
 
-    algos = args.algos.split(",")
     results = []
-    n_envs = args.worlds * terrazero_env.load_config("quick").slots_per_world
-    if "ours" in algos:
-        ours_env = DPSA(terrazero_env.make_vec(args.worlds, "quick", autoreset_mode="Disabled"), threshold=0.5,
-                        horizon=128)
-        size = {} if args.full_policy else {"ego_hidden": 64, "entity_hidden": 64, "trunk": (256, 256)}
-        ours = PPO("DeepSetsPolicy", ours_env, n_steps=args.n_steps, seed=args.seed, device=args.device,
-                   policy_kwargs=size)
-        results.append(run("terrazero_env.agents.PPO (DeepSets, DPSA)", ours, args))
-        ours_env.close()
-    if "stock" in algos:
-        stock_env = VecMonitor(SB3VecEnv(terrazero_env.make_vec(args.worlds, "quick")))
-        stock = SB3PPO("MlpPolicy", stock_env, n_steps=args.n_steps, batch_size=args.n_steps * n_envs // 16,
-                       n_epochs=2, learning_rate=5e-4, gamma=0.99, gae_lambda=0.95, ent_coef=0.01,
-                       policy_kwargs={"net_arch": [256, 256]}, seed=args.seed, device=args.device)
-        results.append(run("stable_baselines3.PPO (MLP)", stock, args))
-        stock_env.close()
+    for algo in args.algos.split(","):
+        if algo == "ours":
+            model = build_model(cfg, settings, seed=args.seed, device=args.device)
+            name = "terrazero_env.agents.PPO (DeepSets, DPSA)"
+        elif algo == "ours_scaled":
+            base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
+            env = DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length)
+            model = PPO(scaled_policy(base.obs_layout), env, seed=args.seed, device=args.device,
+                        policy_kwargs=dict(settings.policy), **build_kwargs(settings))
+            name = "terrazero_env.agents.PPO, ego inputs rescaled (ablation)"
+        elif algo == "stock":
+            env = VecMonitor(SB3VecEnv(terrazero_env.envs.TerraZeroVectorEnv(cfg)))
+            n_steps = int(settings.ppo.get("n_steps", 64))
+            model = SB3PPO("MlpPolicy", env, n_steps=n_steps, batch_size=n_steps * n_envs // 16, n_epochs=2,
+                           learning_rate=5e-4, gamma=0.99, gae_lambda=0.95, ent_coef=0.01,
+                           policy_kwargs={"net_arch": [256, 256]}, seed=args.seed, device=args.device)
+            name = "stable_baselines3.PPO (MLP)"
+        else:
+            raise SystemExit(f"unknown algorithm {algo!r}")
+        results.append(run(name, model, total_steps, args))
+        model.env.close()
 
-    out = {"preset": "quick", "worlds": args.worlds, "agents": n_envs, "seconds_per_algorithm": args.seconds,
-           "threads": args.threads, "device": args.device, "full_policy": args.full_policy, "machine": platform.processor() or platform.machine(),
-           "random_policy": random, "runs": results}
+    out = {"preset": args.preset, "worlds": cfg.num_worlds, "agents": n_envs, "seconds_per_algorithm": args.seconds,
+           "lr_schedule_horizon": total_steps, "train_settings": settings.to_mapping(), "threads": args.threads,
+           "device": args.device, "machine": platform.processor() or platform.machine(),
+           "baselines": baselines, "runs": results}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1))
-    plot(results, random, Path(args.png))
+    plot(results, baselines, Path(args.png))
     for res in results:
         last = res["points"][-1]
         print(f"{res['name']}: {res['agent_steps']:,} agent steps in {res['train_seconds']:.0f} s "
               f"({res['throughput_agent_steps_per_s']:,.0f} agent-steps/s incl. updates); final goal rate "
-              f"{last['goal_rate']:.3f}, return {last['mean_return']:.2f}")
+              f"{last['goal_rate']:.3f} (deterministic {last['det_goal_rate']:.3f}), return {last['mean_return']:.2f}")
     print(f"wrote {args.json} and {args.png}")
+
+
+def build_kwargs(settings: TrainSettings) -> dict[str, Any]:
+    """The PPO keyword arguments ``build_model`` derives from the settings."""
+    from stable_baselines3.common.utils import LinearSchedule
+
+    kwargs = dict(settings.ppo)
+    if "learning_rate" in kwargs and settings.lr_anneal:
+        kwargs["learning_rate"] = LinearSchedule(float(kwargs["learning_rate"]), 0.0, 1.0)
+    return kwargs
 
 
 if __name__ == "__main__":

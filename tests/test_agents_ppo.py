@@ -95,8 +95,9 @@ def test_padding_leaves_loss_and_gradient_unchanged():
 
     l1, g1 = loss_and_grad(batch)
     l2, g2 = loss_and_grad(padded)
-    # float32 (SB3 casts observations to float32): the padded sums run over more zeros in another order.
-    torch.testing.assert_close(l2, l1, rtol=1e-5, atol=1e-7)
+    # float32 (SB3 casts observations to float32): the padded sums run over more zeros in another order,
+    # so the loss (a sum of O(1) terms that nearly cancel) may move by float32 rounding of those terms.
+    torch.testing.assert_close(l2, l1, rtol=1e-5, atol=1e-6)
     for a, b in zip(g1, g2):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
     assert any(float(a.abs().max()) > 0 for a in g1)

@@ -91,7 +91,7 @@ def test_cli_prints_every_row_with_an_interval_around_the_estimate(run_dir, tmp_
 
 
 def test_exactly_n_episodes_deterministic_in_seed(model):
-    cfg = load_config("quick")  # 2 worlds x 4 slots: 11 episodes end in the second round
+    cfg = load_config("quick", num_worlds=2)  # 2 worlds x 4 slots: 11 episodes end in the second round
     a = evaluate(model, cfg, episodes=11, seed=11)
     b = evaluate(model, cfg, episodes=11, seed=11)
     c = evaluate(model, cfg, episodes=11, seed=12)
