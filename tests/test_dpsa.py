@@ -155,3 +155,25 @@ def test_native_env_resets_each_world_once_per_global_reset():
         # Slots with no agent are never valid and do not count towards rho.
     assert resets >= 3
     assert info["stats"]["total"]["mu"] < 1.0
+
+
+def test_rule_counters_reach_every_finished_episode_through_the_sb3_adapter():
+    """Each finished episode's info carries its rule counters, also for the survivors DPSA truncates at
+    a global reset (Gymnasium's SAME_STEP final_info): the trainer's goal and collision rates read them."""
+    from stable_baselines3.common.vec_env import VecMonitor
+    from terrazero_env.wrappers import SB3VecEnv
+
+    venv = VecMonitor(SB3VecEnv(DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"),
+                                     threshold=0.5, horizon=64)))
+    venv.reset()
+    engine = venv.venv.vector_env.env.engine
+    coast = int(np.argmin(np.abs(np.asarray(engine.action_values(0))).sum(axis=1)))  # zero jerk
+    goal = list(terrazero_env._engine.COUNTER_NAMES).index("goal_reached")
+    truncated_goals = episodes = 0
+    for _ in range(400):
+        _, _, dones, infos = venv.step(np.full(venv.num_envs, coast))
+        for i in np.flatnonzero(dones):
+            if infos[i].get("valid", True):
+                episodes += 1
+                truncated_goals += int(infos[i]["TimeLimit.truncated"] and infos[i]["counters"][goal] > 0)
+    assert episodes > 20 and truncated_goals > 0

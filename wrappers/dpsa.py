@@ -166,8 +166,10 @@ class DPSA(VectorWrapper):
             final_obs = np.full(self.num_envs, None, dtype=object)
             for i in np.flatnonzero(live):
                 final_obs[i] = obs[i].copy()
-            out_info.update(final_obs=final_obs, _final_obs=live,
-                            final_info={"valid": live.copy(), "_valid": live.copy()}, _final_info=live)
+            final_info = {"valid": live.copy(), "_valid": live.copy()}
+            if "counters" in info:
+                final_info.update(counters=info["counters"], _counters=live.copy())
+            out_info.update(final_obs=final_obs, _final_obs=live, final_info=final_info, _final_info=live)
             out_info["stats"] = {"total": self.total.as_dict(), "rollout": self.rollout.as_dict()}
             obs, _, dt_reset = self._global_reset()
             obs = np.array(obs, copy=True)

@@ -211,7 +211,8 @@ class TerraZeroVectorEnv(VectorEnv):
             for i in np.nonzero(finished)[0]:
                 final_obs[i] = e.observations[i].copy()
             info["final_obs"], info["_final_obs"] = final_obs, finished
-            info["final_info"] = {"valid": finished.copy(), "_valid": finished.copy()}
+            info["final_info"] = {"valid": finished.copy(), "_valid": finished.copy(),
+                                  "counters": e.counters.copy(), "_counters": finished.copy()}
             info["_final_info"] = finished
             rewards, terms, truncs = e.rewards.copy(), e.terminated.copy(), e.truncated.copy()
             if ids.size:
