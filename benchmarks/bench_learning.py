@@ -1,28 +1,28 @@
 """Learning check (TerraZero issue: the training algorithm, item 10): train from scratch on the
-``quick`` preset for a fixed wall-clock budget with ``terrazero_env.agents.PPO`` (DeepSets policy,
-DPSA sampling, SMPO, V-trace, PopArt, prioritized segments) built exactly as ``terrazero train``
-builds it (the preset's ``train:`` section), and with stock Stable-Baselines3 PPO (MLP policy, the
-native env through the SB3 adapter), and record both learning curves.
+``quick`` preset for a fixed wall-clock budget with ``terrazero_env.agents.PPO`` (Deep Sets policy,
+DPSA sampling, SMPO, V-trace, PopArt, prioritized segments), built as ``terrazero train`` builds it
+from the preset's ``train:`` section, and with stock Stable-Baselines3 PPO (MLP policy, the native env
+through the SB3 adapter), and record the learning curves.
 
-    python benchmarks/bench_learning.py [--seconds 300] [--worlds 8] [--eval-every 30]
-    python benchmarks/bench_learning.py --algos ours,ours_scaled,stock   # with the input-scaling ablation
+    python benchmarks/bench_learning.py [--seconds 420] [--worlds 8] [--eval-every 35]
+    python benchmarks/bench_learning.py --algos ours,ours_scaled,stock   # with the input-scale ablation
 
 Every ``--eval-every`` seconds of training, the policy drives one episode of every slot of a separate
-evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions
-(stochastic) and taking the most likely action (deterministic). The goal-reach rate is the share of
-episodes whose agent reached its goal at least once (the engine's ``goal_reached`` counter at the
-episode end), next to the mean episode return and the off-road rate. Three baselines are evaluated
-the same way: a uniformly random policy, a constant "coast" policy (zero longitudinal and lateral
-jerk: the car keeps its initial speed and heading, which already reaches the goals straight ahead),
-and a hand-written controller (``scripted_controller``: pure pursuit toward the observed goal, slowing
-to arrive below 3 m/s) that shows what the observation allows. Training throughput counts agent steps (padding included, as the env produced them) per
-second of training wall-clock, collection and updates together; evaluation time is excluded. CPU
-threads: torch uses one (``--threads``).
+evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions and
+taking the most likely action. The goal-reach rate is the share of episodes whose agent reached its
+goal at least once (the engine's ``goal_reached`` counter at the episode end), next to the mean
+episode return and the off-road rate. Three baselines are evaluated the same way: a uniformly random
+policy; a constant "coast" policy (zero longitudinal and lateral jerk: the car keeps its initial speed
+and heading, which already reaches the goals straight ahead); and a hand-written controller
+(:func:`scripted_controller`: pure pursuit toward the observed goal, slowing to arrive below 3 m/s),
+which shows what the observation allows. Training throughput counts agent steps (padding included,
+as the env produced them) per second of training wall-clock, collection and updates together;
+evaluation time is excluded. CPU threads: torch uses one (``--threads``).
 
 ``ours_scaled`` is an ablation, not part of the package: the same PPO with the ego goal position and
-speed features multiplied by 20 and 10 inside the policy (the engine scales them by 1/200 m and
-1/100 m/s, so for goals 10-30 m away they stay below 0.15 and the first layer learns to use them
-slowly).
+speed features multiplied by 20 and 10 inside the policy. The engine scales them by 1/200 m and
+1/100 m/s, so for goals 10-30 m away and speeds of a few m/s they stay below 0.15 and 0.05, and the
+first layer learns to use them slowly.
 
 Writes ``benchmarks/results/learning.json`` and ``docs/learning_curve.png``.
 """
@@ -219,9 +219,9 @@ def plot(results: list[dict[str, Any]], baselines: dict[str, dict[str, float]], 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preset", default="quick")
-    parser.add_argument("--seconds", type=float, default=300.0, help="training wall-clock per algorithm")
+    parser.add_argument("--seconds", type=float, default=420.0, help="training wall-clock per algorithm")
     parser.add_argument("--worlds", type=int, default=None, help="training worlds (default: the preset's)")
-    parser.add_argument("--eval-every", type=float, default=30.0)
+    parser.add_argument("--eval-every", type=float, default=35.0)
     parser.add_argument("--eval-worlds", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=None,
                         help="horizon of the learning-rate schedule (default: the train section's total_steps)")
