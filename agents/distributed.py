@@ -73,14 +73,6 @@ class Sync:
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.data, src=0)
 
-    def broadcast_object(self, obj: object) -> object:
-        """Rank 0's ``obj`` on every rank (small Python objects: statistics, flags)."""
-        if not self.distributed:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     def sum_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
         """Sum every parameter's gradient over ranks, as one flat buffer."""
         if not self.distributed:

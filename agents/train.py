@@ -287,7 +287,6 @@ def _sampler_stats(model: PPO) -> dict[str, float]:
 class _Run:
     out: Path
     settings: TrainSettings
-    cfg: Any
     sync: Sync
     model: PPO
     display: Any
@@ -395,7 +394,7 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
         print(f"{what}: {sync.world_size} rank(s) x {cfg.num_worlds} worlds x {cfg.slots_per_world} slots on "
               f"{', '.join(cfg.maps)} ({dev.type}); policy {n_params:,} parameters; {settings.sampler} sampling; "
               f"{settings.total_steps:,} agent steps", flush=True)
-    run = _Run(out, settings, cfg, sync, model, display)
+    run = _Run(out, settings, sync, model, display)
     loop = _Loop(run, iteration, done_global, seconds)
 
     handlers = _install_stop_handlers(loop)
