@@ -353,6 +353,8 @@ cdef class Engine:
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
         e.kin_lo, e.kin_hi = self.config.init.kinematic_range
+        e.goal_scale = o.goal_scale
+        e.speed_scale = o.speed_scale
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
         self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)

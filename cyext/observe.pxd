@@ -52,6 +52,14 @@ cdef inline uint16_t float_to_half(float value) noexcept nogil:
     return <uint16_t>half
 
 
+cdef inline double clamp_obs(double v) noexcept nogil:
+    if v > 100.0:
+        return 100.0
+    if v < -100.0:
+        return -100.0
+    return v
+
+
 cdef inline void obs_put(ObsOut* o, Py_ssize_t i, double v) noexcept nogil:
     cdef double n
     if o.noise_std > 0:
@@ -111,6 +119,8 @@ ctypedef struct EgoLayout:
     int n_alpha
     int alpha_idx[23]
     double kin_lo, kin_hi
+    double goal_scale          # ObsConfig.goal_scale (1/m)
+    double speed_scale         # ObsConfig.speed_scale (s/m)
 
 
 ctypedef struct EntityLayout:
@@ -134,15 +144,17 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
         else:
             dx = a.goal_x - a.x
             dy = a.goal_y - a.y
-            obs_put(o, b + L.rel_goal_pos, (dx * a.cos_h + dy * a.sin_h) * 0.005)
-            obs_put(o, b + L.rel_goal_pos + 1, (-dx * a.sin_h + dy * a.cos_h) * 0.005)
+            # Saturates at the observation-space bound (vector.OBS_BOUND) when goal_scale is raised
+            # for near goals and a goal is nevertheless far away.
+            obs_put(o, b + L.rel_goal_pos, clamp_obs((dx * a.cos_h + dy * a.sin_h) * L.goal_scale))
+            obs_put(o, b + L.rel_goal_pos + 1, clamp_obs((-dx * a.sin_h + dy * a.cos_h) * L.goal_scale))
     if L.goal_dropout_flag >= 0:
         obs_put(o, b + L.goal_dropout_flag, 1.0 if a.goal_hidden else 0.0)
     if L.state_dropout_flag >= 0:
         obs_put(o, b + L.state_dropout_flag, 1.0 if state_dropout else 0.0)
     if L.speed >= 0:
         v = sqrt(a.speed * a.speed + a.v_lat * a.v_lat)
-        obs_put(o, b + L.speed, 0.0 if state_dropout else (-v if a.speed < 0 else v) / 100.0)
+        obs_put(o, b + L.speed, 0.0 if state_dropout else (-v if a.speed < 0 else v) * L.speed_scale)
     if L.vehicle_dims >= 0:
         obs_put(o, b + L.vehicle_dims, 0.0 if state_dropout else a.width / 15.0)
         obs_put(o, b + L.vehicle_dims + 1, 0.0 if state_dropout else a.length / 30.0)

@@ -224,6 +224,11 @@ class ObsConfig:
     kinematic_params: bool = True
     lane_state: bool = False
     """Optional (off by default): (heading residual / pi, lateral offset / 2.5)."""
+    goal_scale: float = 0.005
+    """rel_goal_pos = ego-frame goal position (m) x this (table 9: 0.005, so 200 m reads as 1). Raise it
+    when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
+    speed_scale: float = 0.01
+    """Ego speed feature = signed speed (m/s) x this (table 9: 1/100)."""
     # partners (table 10)
     partners: bool = True
     max_partners: int = 20
@@ -263,6 +268,10 @@ class ObsConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"ObsConfig.{name}: a positive finite number of metres, got {v!r}")
+        for name in ("goal_scale", "speed_scale"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"ObsConfig.{name}: a positive finite scale, got {v!r}")
         for name in ("noise_std", "noise_clip"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):

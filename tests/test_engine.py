@@ -195,6 +195,24 @@ def test_ego_transform_is_a_rotation(road):
         np.testing.assert_allclose(e.observations[0, L] / 0.005, [0, 7], atol=1e-4)
 
 
+def test_goal_and_speed_scales_are_configurable_and_the_goal_saturates(road):
+    e = _engine_on(road, obs={"goal_scale": 0.1, "speed_scale": 0.2})
+    g = e.obs_layout.groups["ego"]
+    gl, sl = g.feature("rel_goal_pos"), g.feature("speed")
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": 50.0, "y": -1.75, "heading": 0.0, "speed": 5.0, "goal": (62.0, 1.25)}])
+    ego = e.observations[0, g.slice]
+    np.testing.assert_allclose(ego[gl], [1.2, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(ego[sl], [1.0], rtol=1e-6)
+    # A goal 1.5 km ahead would read 150: it saturates at the observation-space bound instead.
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": 50.0, "y": -1.75, "heading": 0.0, "goal": (1550.0, -1.75)}])
+    np.testing.assert_allclose(e.observations[0, g.slice][gl], [100.0, 0.0])
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="ObsConfig.goal_scale"):
+            ObsConfig(goal_scale=bad)
+    with pytest.raises(ValueError, match="ObsConfig.speed_scale"):
+        ObsConfig(speed_scale=0)
+
+
 def test_hand_built_scene_observation_matches_hand_computed_values(road):
     e = _engine_on(road)
     rw = {k: 0.0 for k in REWARD_PARAMS}
