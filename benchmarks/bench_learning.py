@@ -5,7 +5,8 @@ from the preset's ``train:`` section, and with stock Stable-Baselines3 PPO (MLP 
 through the SB3 adapter), and record the learning curves.
 
     python benchmarks/bench_learning.py [--seconds 420] [--worlds 8] [--eval-every 35]
-    python benchmarks/bench_learning.py --algos ours,ours_scaled,stock   # with the input-scale ablation
+    python benchmarks/bench_learning.py --algos ours,ours_paper_scales,stock   # with the input-scale ablation
+    python benchmarks/bench_learning.py --algos ours --seed 1                   # another seed
 
 Every ``--eval-every`` seconds of training, the policy drives one episode of every slot of a separate
 evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions and
@@ -19,10 +20,9 @@ which shows what the observation allows. Training throughput counts agent steps 
 as the env produced them) per second of training wall-clock, collection and updates together;
 evaluation time is excluded. CPU threads: torch uses one (``--threads``).
 
-``ours_scaled`` is an ablation, not part of the package: the same PPO with the ego goal position and
-speed features multiplied by 20 and 10 inside the policy. The engine scales them by 1/200 m and
-1/100 m/s, so for goals 10-30 m away and speeds of a few m/s they stay below 0.15 and 0.05, and the
-first layer learns to use them slowly.
+``ours_paper_scales`` is an ablation: the same PPO on the same preset but with table 9's observation
+scales for the ego goal position (x 0.005) and speed (x 0.01) instead of the preset's 0.1 and 0.1.
+For goals 10-30 m away and speeds of a few m/s those features then stay below 0.15 and 0.05.
 
 Writes ``benchmarks/results/learning.json`` and ``docs/learning_curve.png``.
 """
@@ -41,10 +41,9 @@ import torch
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecMonitor
-from terrazero_env.agents import PPO
-from terrazero_env.agents.policies import DeepSetsPolicy, count_parameters
+from terrazero_env.agents.policies import count_parameters
 from terrazero_env.agents.train import TrainSettings, build_model
-from terrazero_env.wrappers import DPSA, SB3VecEnv
+from terrazero_env.wrappers import SB3VecEnv
 
 import terrazero_env
 from terrazero_env.config_io import load_train_section
@@ -52,13 +51,13 @@ from terrazero_env.config_io import load_train_section
 ROOT = Path(__file__).resolve().parent.parent
 COUNTERS = list(terrazero_env._engine.COUNTER_NAMES)
 GOAL, OFFROAD, COLLISION = (COUNTERS.index(k) for k in ("goal_reached", "offroad", "collision"))
-#: ``ours_scaled``: multipliers of ego features inside the policy.
-EGO_SCALE = {"rel_goal_pos": 20.0, "speed": 10.0}
+#: ``ours_paper_scales``: table 9's ego observation scales.
+PAPER_SCALES = {"goal_scale": 0.005, "speed_scale": 0.01}
 
 
-def evaluate(act: Any, preset: str, worlds: int, seed: int) -> dict[str, float]:
-    """One episode per slot of a fresh env of ``worlds`` worlds; ``act(obs) -> actions``."""
-    venv = terrazero_env.make_vec(worlds, preset)
+def evaluate(act: Any, cfg: Any, worlds: int, seed: int) -> dict[str, float]:
+    """One episode per slot of a fresh env of ``worlds`` worlds of ``cfg``; ``act(obs) -> actions``."""
+    venv = terrazero_env.envs.TerraZeroVectorEnv(cfg.with_overrides(num_worlds=worlds))
     obs, info = venv.reset(seed=seed)
     n = venv.num_envs
     finished = ~np.asarray(info["valid"], bool)
@@ -81,8 +80,9 @@ def evaluate(act: Any, preset: str, worlds: int, seed: int) -> dict[str, float]:
             "episodes": int(ended.sum())}
 
 
-def scripted_controller(layout: Any, v_cruise: float = 6.0, v_arrive: float = 2.0) -> Any:
-    """A hand-written reference that reads only the ego observation (through ``layout``): pure
+def scripted_controller(layout: Any, obs_cfg: Any, v_cruise: float = 6.0, v_arrive: float = 2.0) -> Any:
+    """A hand-written reference that reads only the ego observation (through ``layout`` and the
+    scales of ``obs_cfg``): pure
     pursuit toward the relative goal position, with a speed profile that arrives below ``v_arrive``
     (the goal counts only below ``v_goal``, 3 m/s), each converted to the nearest jerk of the car's
     4 x 3 action grid. It ignores the road, other agents and signals."""
@@ -91,8 +91,8 @@ def scripted_controller(layout: Any, v_cruise: float = 6.0, v_arrive: float = 2.
     jerk_long, jerk_lat = np.array([-15.0, -4.0, 0.0, 4.0]), np.array([-4.0, 0.0, 4.0])
 
     def act(obs: np.ndarray) -> np.ndarray:
-        gx, gy = obs[:, col["rel_goal_pos"]] / 0.005, obs[:, col["rel_goal_pos"] + 1] / 0.005  # metres
-        v = obs[:, col["speed"]] * 100.0
+        gx, gy = (obs[:, col["rel_goal_pos"] + k] / obs_cfg.goal_scale for k in (0, 1))  # metres
+        v = obs[:, col["speed"]] / obs_cfg.speed_scale
         a_long, a_lat = obs[:, col["acceleration"]] * 5.0, obs[:, col["acceleration"] + 1] * 4.0
         d = np.hypot(gx, gy)
         v_des = np.where(gx < 0, 1.0, np.minimum(v_cruise, np.sqrt(v_arrive**2 + 3.0 * np.maximum(d - 1.0, 0.0))))
@@ -106,10 +106,10 @@ def scripted_controller(layout: Any, v_cruise: float = 6.0, v_arrive: float = 2.
     return act
 
 
-def evaluate_policy(model: Any, preset: str, worlds: int, seed: int) -> dict[str, float]:
+def evaluate_policy(model: Any, cfg: Any, worlds: int, seed: int) -> dict[str, float]:
     """Stochastic and deterministic evaluation; deterministic keys get a ``det_`` prefix."""
-    out = evaluate(lambda o: model.predict(o, deterministic=False)[0], preset, worlds, seed)
-    det = evaluate(lambda o: model.predict(o, deterministic=True)[0], preset, worlds, seed)
+    out = evaluate(lambda o: model.predict(o, deterministic=False)[0], cfg, worlds, seed)
+    det = evaluate(lambda o: model.predict(o, deterministic=True)[0], cfg, worlds, seed)
     out.update({f"det_{k}": v for k, v in det.items() if k != "episodes"})
     return out
 
@@ -117,15 +117,15 @@ def evaluate_policy(model: Any, preset: str, worlds: int, seed: int) -> dict[str
 class Curve(BaseCallback):
     """Stops training after ``seconds`` of training wall-clock and evaluates every ``every`` seconds."""
 
-    def __init__(self, seconds: float, every: float, preset: str, eval_worlds: int, seed: int) -> None:
+    def __init__(self, seconds: float, every: float, cfg: Any, eval_worlds: int, seed: int) -> None:
         super().__init__()
-        self.seconds, self.every, self.preset, self.eval_worlds, self.seed = seconds, every, preset, eval_worlds, seed
+        self.seconds, self.every, self.cfg, self.eval_worlds, self.seed = seconds, every, cfg, eval_worlds, seed
         self.points: list[dict[str, float]] = []
         self.train_time = 0.0
         self.valid_steps = 0
 
     def _point(self) -> None:
-        result = evaluate_policy(self.model, self.preset, self.eval_worlds, self.seed)
+        result = evaluate_policy(self.model, self.cfg, self.eval_worlds, self.seed)
         buf = list(self.model.ep_info_buffer)
         result.update(train_seconds=self.train_time, agent_steps=int(self.model.num_timesteps),
                       valid_agent_steps=self.valid_steps,
@@ -160,8 +160,8 @@ class Curve(BaseCallback):
             self._point()
 
 
-def run(name: str, model: Any, total_steps: int, args: argparse.Namespace) -> dict[str, Any]:
-    curve = Curve(args.seconds, args.eval_every, args.preset, args.eval_worlds, args.seed + 1000)
+def run(name: str, model: Any, cfg: Any, total_steps: int, args: argparse.Namespace) -> dict[str, Any]:
+    curve = Curve(args.seconds, args.eval_every, cfg, args.eval_worlds, args.seed + 1000)
     print(f"{name}: {count_parameters(model.policy):,} parameters", flush=True)
     model.learn(total_steps, callback=curve)
     curve.finish()
@@ -170,22 +170,6 @@ def run(name: str, model: Any, total_steps: int, args: argparse.Namespace) -> di
             "valid_agent_steps": curve.valid_steps,
             "throughput_agent_steps_per_s": model.num_timesteps / curve.train_time,
             "throughput_valid_agent_steps_per_s": curve.valid_steps / curve.train_time}
-
-
-def scaled_policy(layout: Any) -> type:
-    """``ours_scaled``: DeepSetsPolicy whose input has the ``EGO_SCALE`` features multiplied."""
-    ego = layout.groups["ego"]
-    offsets = {name: (off, width) for name, off, width in ego.features}
-    scale = torch.ones(layout.dim)
-    for name, k in EGO_SCALE.items():
-        off, width = offsets[name]
-        scale[ego.start + off:ego.start + off + width] = k
-
-    class ScaledDeepSetsPolicy(DeepSetsPolicy):
-        def extract_features(self, obs: torch.Tensor, features_extractor: Any = None) -> Any:
-            return super().extract_features(obs * scale.to(obs.device), features_extractor)
-
-    return ScaledDeepSetsPolicy
 
 
 def plot(results: list[dict[str, Any]], baselines: dict[str, dict[str, float]], path: Path) -> None:
@@ -228,7 +212,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_scaled,stock")
+    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_paper_scales,stock")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--png", default=str(ROOT / "docs" / "learning_curve.png"))
     args = parser.parse_args()
@@ -242,26 +226,25 @@ def main() -> None:
     n_envs = cfg.num_worlds * cfg.slots_per_world
 
     rng = np.random.default_rng(args.seed)
-    layout = terrazero_env.make_vec(1, args.preset).obs_layout
-    baselines = {name: evaluate(act, args.preset, args.eval_worlds, args.seed + 1000) for name, act in (
+    layout = terrazero_env.envs.TerraZeroVectorEnv(cfg.with_overrides(num_worlds=1)).obs_layout
+    baselines = {name: evaluate(act, cfg, args.eval_worlds, args.seed + 1000) for name, act in (
         ("random", lambda o: rng.integers(0, 12, len(o))),
         ("coast", lambda o: np.full(len(o), 7)),  # action 7: zero jerk in the 4 x 3 car grid
-        ("scripted", scripted_controller(layout)))}
+        ("scripted", scripted_controller(layout, cfg.obs)))}
     for bname, b in baselines.items():
         print(f"{bname} policy: goal rate {b['goal_rate']:.3f}, return {b['mean_return']:.2f}, "
               f"off-road {b['offroad_rate']:.2f}", flush=True)
 
     results = []
     for algo in args.algos.split(","):
+        run_cfg = cfg
         if algo == "ours":
             model = build_model(cfg, settings, seed=args.seed, device=args.device)
             name = "terrazero_env.agents.PPO (DeepSets, DPSA)"
-        elif algo == "ours_scaled":
-            base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
-            env = DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length)
-            model = PPO(scaled_policy(base.obs_layout), env, seed=args.seed, device=args.device,
-                        policy_kwargs=dict(settings.policy), **build_kwargs(settings))
-            name = "terrazero_env.agents.PPO, ego inputs rescaled (ablation)"
+        elif algo == "ours_paper_scales":
+            run_cfg = cfg.with_overrides(obs=PAPER_SCALES)
+            model = build_model(run_cfg, settings, seed=args.seed, device=args.device)
+            name = "terrazero_env.agents.PPO, table 9 goal and speed scales (ablation)"
         elif algo == "stock":
             env = VecMonitor(SB3VecEnv(terrazero_env.envs.TerraZeroVectorEnv(cfg)))
             n_steps = int(settings.ppo.get("n_steps", 64))
@@ -271,7 +254,7 @@ def main() -> None:
             name = "stable_baselines3.PPO (MLP)"
         else:
             raise SystemExit(f"unknown algorithm {algo!r}")
-        results.append(run(name, model, total_steps, args))
+        results.append(run(name, model, run_cfg, total_steps, args))
         model.env.close()
 
     out = {"preset": args.preset, "worlds": cfg.num_worlds, "agents": n_envs, "seconds_per_algorithm": args.seconds,
@@ -287,16 +270,6 @@ def main() -> None:
               f"({res['throughput_agent_steps_per_s']:,.0f} agent-steps/s incl. updates); final goal rate "
               f"{last['goal_rate']:.3f} (deterministic {last['det_goal_rate']:.3f}), return {last['mean_return']:.2f}")
     print(f"wrote {args.json} and {args.png}")
-
-
-def build_kwargs(settings: TrainSettings) -> dict[str, Any]:
-    """The PPO keyword arguments ``build_model`` derives from the settings."""
-    from stable_baselines3.common.utils import LinearSchedule
-
-    kwargs = dict(settings.ppo)
-    if "learning_rate" in kwargs and settings.lr_anneal:
-        kwargs["learning_rate"] = LinearSchedule(float(kwargs["learning_rate"]), 0.0, 1.0)
-    return kwargs
 
 
 if __name__ == "__main__":

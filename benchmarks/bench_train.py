@@ -65,7 +65,7 @@ def main() -> None:
     args = p.parse_args()
     results = [run(n, args) for n in args.ranks]
     base = results[0]["agent_steps_per_s"]
-    print(f"| ranks | agent-steps/s (incl. updates) | speed-up | iterations |\n|---:|---:|---:|---:|")
+    print("| ranks | agent-steps/s (incl. updates) | speed-up | iterations |\n|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['ranks']} | {r['agent_steps_per_s']:,.0f} | {r['agent_steps_per_s'] / base:.2f} | {r['iterations']} |")
     meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
