@@ -73,9 +73,10 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
 def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    # The states are CPU byte tensors, also when the checkpoint was loaded onto a GPU.
+    torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
 
 
 def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: dict[str, Any]) -> None:
