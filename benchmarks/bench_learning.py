@@ -182,7 +182,7 @@ def plot(results: list[dict[str, Any]], baselines: dict[str, dict[str, float]], 
               ("det_goal_rate", "train_seconds", "goal-reach rate (most likely action)"),
               ("mean_return", "train_seconds", "mean episode return (sampled actions)"),
               ("goal_rate", "agent_steps", "goal-reach rate (sampled actions)")]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     for ax, (key, x, label) in zip(axes.flat, panels):
         for res in results:
             pts = res["points"]
@@ -193,9 +193,10 @@ def plot(results: list[dict[str, Any]], baselines: dict[str, dict[str, float]], 
         ax.set_xlabel("training wall-clock (s)" if x == "train_seconds" else "agent steps")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle("Learning on the quick preset (evaluation episodes, fixed seeds)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
@@ -215,7 +216,12 @@ def main() -> None:
     parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_paper_scales,stock")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--png", default=str(ROOT / "docs" / "learning_curve.png"))
+    parser.add_argument("--plot-only", action="store_true", help="redraw --png from an existing --json")
     args = parser.parse_args()
+    if args.plot_only:
+        saved = json.loads(Path(args.json).read_text())
+        plot(saved["runs"], saved["baselines"], Path(args.png))
+        return
     torch.set_num_threads(args.threads)
 
     cfg = terrazero_env.load_config(args.preset)
