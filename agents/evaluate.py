@@ -243,15 +243,18 @@ def _check_video_path(path: str | Path) -> Path:
 
 def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 0, deterministic: bool = False,
              *, video: str | Path | None = None, config_name: str = "the config",
-             video_dpi: int = 80, video_fps: int = 10) -> dict[str, Any]:
+             video_dpi: int = 80, video_fps: int = 10, video_zoom: float | None = None) -> dict[str, Any]:
     """Run exactly ``episodes`` completed episodes of ``model`` (anything with SB3's ``predict``) on
     ``config`` and return ``{"rows": {key: row}, "per_episode": {...}, ...}``; a row holds
     ``label``, ``kind`` ("rate" or "mean"), ``value``, ``ci_low``, ``ci_high``, ``n`` and, for rates,
     ``count`` (or ``value`` None and a ``note`` when the engine has no such counter). ``video``: a
     ``.gif`` (or ``.mp4`` with imageio-ffmpeg) of world 0 over the first round, from its reset until its
-    last agent's episode ends. Deterministic in ``seed``."""
+    last agent's episode ends; ``video_zoom``: half-width (m) of a window that follows the first live
+    controlled agent (None: the whole map). Deterministic in ``seed``."""
     if episodes < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
+    if video_zoom is not None and not (np.isfinite(video_zoom) and video_zoom > 0):
+        raise ValueError(f"video zoom: a positive number of metres, got {video_zoom!r}")
     video_path = _check_video_path(video) if video is not None else None
     for src in config.maps:  # a missing map stops before any work
         terrazero_env.maps.load_source(src)
@@ -264,7 +267,7 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
         with torch.random.fork_rng(devices=devices):  # sampled actions follow ``seed``; global RNG untouched
             torch.manual_seed(int(seed) % (1 << 63))
             per, rounds, video_out = _rollouts(lambda obs: model.predict(obs, deterministic=deterministic)[0], venv,
-                                               episodes, seed, video_path, video_dpi, video_fps)
+                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom)
     finally:
         venv.close()
     result: dict[str, Any] = {"episodes": episodes, "seed": int(seed), "deterministic": bool(deterministic),
@@ -276,7 +279,8 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
 
 
 def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int, seed: int,
-              video_path: Path | None, video_dpi: int, video_fps: int) -> tuple[dict[str, Any], int, str | None]:
+              video_path: Path | None, video_dpi: int, video_fps: int,
+              video_zoom: float | None = None) -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
     ``return``; ``length`` in steps), the number of rounds, and the video written (or None)."""
     e = venv.engine
@@ -317,7 +321,7 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
         if rnd == 0 and video_path is not None:
             from terrazero_env.render import RolloutRecorder
 
-            recorder = RolloutRecorder(e, 0, dpi=video_dpi)
+            recorder = RolloutRecorder(e, 0, dpi=video_dpi, zoom=video_zoom)
             recorder.capture()
         for _ in range(horizon + 2):
             record = recorder is not None and live[:K].any()

@@ -164,7 +164,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     model = load_checkpoint(zip_path, device=args.device)
     try:
         result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
-                          video=args.video, video_dpi=args.video_dpi, config_name=f"config {source}")
+                          video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}")
     except RuntimeError as e:
         raise ValueError(str(e)) from e
     mode = "deterministic" if args.deterministic else "sampled"
@@ -240,6 +240,8 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", default=None, metavar="OUT",
                     help="record world 0 over the first round: .gif, or .mp4 (needs imageio-ffmpeg)")
     ev.add_argument("--video-dpi", type=int, default=80, help="video resolution")
+    ev.add_argument("--video-zoom", type=float, default=None, metavar="M",
+                    help="half-width (m) of a window that follows the first controlled agent (default: whole map)")
     ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--torch-threads", type=int, default=None)

@@ -212,6 +212,24 @@ def test_video_gif_is_written_and_mp4_needs_ffmpeg(run_dir, tmp_path, capsys, mo
     assert "imageio-ffmpeg" in capsys.readouterr().err and not mp4.exists()
 
 
+def test_video_zoom_follows_an_agent_and_a_bad_zoom_is_refused(run_dir, tmp_path, capsys):
+    import imageio.v3 as iio
+
+    short = _preset_file(tmp_path, episode_length=3)
+    frames = {}
+    for name, extra in (("whole", []), ("zoom", ["--video-zoom", "30"])):
+        gif = tmp_path / f"{name}.gif"
+        assert main(["eval", str(run_dir), "--preset", str(short), "--episodes", "1", "--video", str(gif),
+                     "--video-dpi", "40", *extra]) == 0
+        frames[name] = iio.imread(gif, index=None)
+    assert frames["zoom"].shape == frames["whole"].shape  # same canvas, another window on the map
+    assert np.abs(frames["zoom"][0].astype(int) - frames["whole"][0].astype(int)).mean() > 5
+    capsys.readouterr()
+    assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.gif"),
+                 "--video-zoom", "-5"]) == 2
+    assert "video zoom" in capsys.readouterr().err and not (tmp_path / "x.gif").exists()
+
+
 def test_layout_agent_types_and_actions_must_match_the_policy(model):
     venv = terrazero_env.envs.TerraZeroVectorEnv(load_config("quick"))
     check_compatible(model, venv, "quick")  # the checkpoint was built on this config
