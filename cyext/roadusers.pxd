@@ -23,7 +23,7 @@ Behaviour modes rescale the IDM gains and may be redrawn with a small probabilit
 
 from libc.math cimport sqrt, cos, sin, atan, fabs, pow, tan
 from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, CP_STEERMAX, N_CP
-from scene cimport lane_length, lane_point
+from scene cimport lane_length, lane_point, lane_segment_at
 from geometry cimport wrap_angle
 from rng cimport Rng, rng_uniform, rng_int
 from dynamics cimport clip
@@ -200,25 +200,11 @@ cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sw
         sw.n = k
 
 
-cdef inline Py_ssize_t _seg_at(const MapC* m, int lane, double s) noexcept nogil:
-    """Index of the first point of the lane segment that holds arc length ``s`` (clamped)."""
-    cdef Py_ssize_t lo = m.lane_off[lane], hi = m.lane_off[lane + 1] - 1, mid
-    if s <= m.lane_s0[lo]:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if m.lane_s0[mid] <= s:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 cdef inline double _project(const MapC* m, int lane, double s_guess, double x, double y) noexcept nogil:
     """Arc length of the lane point nearest (x, y) within a few metres of ``s_guess``; before the
     first or past the last point, extrapolated along the end segment (so it may be < 0 or > length)."""
     cdef Py_ssize_t first = m.lane_off[lane], last = m.lane_off[lane + 1] - 2
-    cdef Py_ssize_t k0 = _seg_at(m, lane, s_guess - 4.0), k1 = _seg_at(m, lane, s_guess + 4.0), k
+    cdef Py_ssize_t k0 = lane_segment_at(m, lane, s_guess - 4.0), k1 = lane_segment_at(m, lane, s_guess + 4.0), k
     cdef double ax, ay, ex, ey, L2, t, px, py, d2, best = 1e300, best_s = s_guess
     if last < first:
         return s_guess
@@ -315,7 +301,7 @@ cdef inline double _line_hit(const MapC* m, const Sweep* sw, double d_max, doubl
     ymin -= r
     ymax += r
     for part in range(ln.n):
-        q0 = _seg_at(m, ln.lane[part], ln.s0) if part == 0 else m.lane_off[ln.lane[part]]
+        q0 = lane_segment_at(m, ln.lane[part], ln.s0) if part == 0 else m.lane_off[ln.lane[part]]
         q1 = m.lane_off[ln.lane[part] + 1]
         for q in range(q0, q1):
             if ln.exit and part == ln.n - 1 and m.lane_s0[q] > EXIT_CHECK:

@@ -11,19 +11,29 @@ cdef inline double lane_length(const MapC* m, Py_ssize_t lane) noexcept nogil:
     return m.lane_s0[m.lane_off[lane + 1] - 1]
 
 
-cdef inline void lane_point(const MapC* m, Py_ssize_t lane, double s, double* x, double* y, double* z,
-                            double* heading) noexcept nogil:
-    """Point and direction at arc length ``s`` (clamped) along a lane (binary search over points)."""
+cdef inline Py_ssize_t lane_segment_at(const MapC* m, Py_ssize_t lane, double s) noexcept nogil:
+    """Index of the first point of the lane segment that holds arc length ``s`` (clamped to the lane;
+    binary search over the points)."""
     cdef Py_ssize_t lo = m.lane_off[lane], hi = m.lane_off[lane + 1] - 1, mid
-    cdef double t, seg
-    if s <= 0:
-        s = 0
+    if s <= m.lane_s0[lo]:
+        return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if m.lane_s0[mid] <= s:
             lo = mid
         else:
             hi = mid
+    return lo
+
+
+cdef inline void lane_point(const MapC* m, Py_ssize_t lane, double s, double* x, double* y, double* z,
+                            double* heading) noexcept nogil:
+    """Point and direction at arc length ``s`` (clamped) along a lane."""
+    cdef Py_ssize_t lo = lane_segment_at(m, lane, s), last = m.lane_off[lane + 1] - 1
+    cdef Py_ssize_t hi = lo + 1 if lo < last else lo
+    cdef double t, seg
+    if s <= 0:
+        s = 0
     seg = m.lane_s0[hi] - m.lane_s0[lo]
     t = (s - m.lane_s0[lo]) / seg if seg > 0 else 0.0
     if t > 1:
