@@ -205,7 +205,9 @@ def test_goal_and_speed_scales_are_configurable_and_the_goal_saturates(road):
     np.testing.assert_allclose(ego[sl], [1.0], rtol=1e-6)
     # A goal 1.5 km ahead would read 150: it saturates at the observation-space bound instead.
     e.set_scene(0, [{"cls": AgentType.CAR, "x": 50.0, "y": -1.75, "heading": 0.0, "goal": (1550.0, -1.75)}])
-    np.testing.assert_allclose(e.observations[0, g.slice][gl], [100.0, 0.0])
+    from terrazero_env.envs.vector import OBS_BOUND
+
+    np.testing.assert_allclose(e.observations[0, g.slice][gl], [OBS_BOUND, 0.0])
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="ObsConfig.goal_scale"):
             ObsConfig(goal_scale=bad)
