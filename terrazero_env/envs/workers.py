@@ -332,7 +332,10 @@ class MultiProcessEngine:
         self._check_open()
         try:
             for p, msg in messages.items():
-                self._conns[p].send_bytes(msg)
+                try:
+                    self._conns[p].send_bytes(msg)
+                except OSError:  # BrokenPipeError: the worker is gone before it could read
+                    raise self._died(p) from None
             replies, error = self._collect(messages)
         except BaseException:
             self.close()  # a worker died or the exchange was interrupted: the pipes are out of step
@@ -340,6 +343,10 @@ class MultiProcessEngine:
         if error is not None:
             raise error[0] from error[1]
         return replies
+
+    def _died(self, p: int) -> RuntimeError:
+        self._procs[p].join(_JOIN_TIMEOUT)
+        return RuntimeError(f"{self._worker_name(p)} died (exit code {self._procs[p].exitcode})")
 
     def _collect(self, workers: Any) -> tuple[dict[int, bytes], tuple[BaseException, WorkerTraceback] | None]:
         """Every answer of ``workers``: the reply payloads and the first error (with its traceback)."""
@@ -349,8 +356,7 @@ class MultiProcessEngine:
             try:
                 msg = self._conns[p].recv_bytes()
             except (EOFError, OSError):
-                self._procs[p].join(_JOIN_TIMEOUT)
-                raise RuntimeError(f"{self._worker_name(p)} died (exit code {self._procs[p].exitcode})") from None
+                raise self._died(p) from None
             if msg[:1] == _ERROR and error is None:
                 exc, tb = pickle.loads(msg[1:])
                 error = (exc, WorkerTraceback(f"raised in {self._worker_name(p)}:\n{tb}"))
