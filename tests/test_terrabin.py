@@ -174,3 +174,86 @@ def test_not_a_file_at_all(tmp_path):
     with pytest.raises(TerrabinError, match="not a terrabin file"):
         load(p)
 
+
+
+# --------------------------------------------------------------------------------------------------
+# valid checksums over corrupt contents: the contents are validated, not only the bytes
+
+
+def _patch_section(data: bytearray, name: str, dtype: str, index: int, value) -> None:
+    """Overwrite element ``index`` of section ``name`` and re-seal every checksum, as a crafted file would."""
+    count = struct.unpack_from("<I", data, 16)[0]
+    table = struct.unpack_from("<Q", data, 20)[0]
+    for i in range(count):
+        e = table + 128 * i
+        if bytes(data[e : e + 48]).rstrip(b"\0") == name.encode():
+            offset, nbytes = struct.unpack_from("<QQ", data, e + 92)
+            arr = np.frombuffer(data, dtype=dtype, count=nbytes // np.dtype(dtype).itemsize, offset=offset).copy()
+            arr.reshape(-1)[index] = value
+            data[offset : offset + nbytes] = arr.tobytes()
+            struct.pack_into("<I", data, e + 108, zlib.crc32(bytes(data[offset : offset + nbytes])))
+            break
+    else:
+        raise KeyError(name)
+    struct.pack_into("<I", data, 36, zlib.crc32(bytes(data[table : table + 128 * count])))
+    struct.pack_into("<I", data, 60, zlib.crc32(bytes(data[:60])))
+
+
+@pytest.mark.parametrize(("section", "dtype", "index", "value", "message"), [
+    ("lanes.successors.values", "<i4", 0, 10_000, r"lanes.successors\[\d+\]: lane id 10000 is out of range"),
+    ("lanes.centerline.values", "<f8", 4, np.nan, r"lanes.centerline\[\d+\]: point \d+ is not finite"),
+    ("signals.stop_line", "<i4", 0, 999, r"signals.stop_line: reference 999 at entry 0 is out of range"),
+    ("lanes.centerline.offsets", "<i8", 1, 10**12, r"lanes.centerline: offsets"),
+    ("lanes.lane_type", "|u1", 0, 200, r"lanes.lane_type\[0\]: 200 is not a valid LaneType"),
+])
+def test_checksummed_file_with_corrupt_contents_is_refused_naming_the_element(tmp_path, section, dtype, index,
+                                                                              value, message):
+    from terrazero_env.maps import MapValidationError
+
+    p = save(build(tiny_junction()), tmp_path / "m.tzb")
+    data = bytearray(p.read_bytes())
+    _patch_section(data, section, dtype, index, value)
+    p.write_bytes(data)
+    read_sections(p)  # every checksum is valid
+    with pytest.raises(MapValidationError, match=message):
+        load(p)
+
+
+@pytest.mark.parametrize(("section", "index", "value", "message"), [
+    ("lanes.stop_line", 0, 77, r"lanes.stop_line: reference 77 at entry 0 is out of range"),
+    ("lanes.intersection", 0, 55, r"lanes.intersection: reference 55 at entry 0 is out of range"),
+    ("stop_lines.control", 0, 9, r"stop_lines.control\[0\]: 9 is not a valid ControlType"),
+])
+def test_built_fields_out_of_range_are_refused_before_the_engine_sees_them(tmp_path, section, index, value,
+                                                                           message):
+    """The derived fields the engine indexes with are checked on the way to the engine (``load_built``),
+    so a crafted file fails with a named error instead of crashing the process."""
+    from terrazero_env.maps import MapValidationError
+    from terrazero_env.maps.sources import load_built
+
+    p = save(build(tiny_junction()), tmp_path / "m.tzb")
+    data = bytearray(p.read_bytes())
+    dtype = {"lanes.stop_line": "<i4", "lanes.intersection": "<i4", "stop_lines.control": "|u1"}[section]
+    _patch_section(data, section, dtype, index, value)
+    p.write_bytes(data)
+    with pytest.raises(MapValidationError, match=message):
+        load_built(p)
+    import terrazero_env
+
+    with pytest.raises(MapValidationError, match=message):
+        terrazero_env.make_vec(num_worlds=1, preset="quick", maps=[str(p)])
+
+
+def test_a_map_wider_than_the_extent_limit_is_refused():
+    """The road index grows with the square of the bounding box: a far-away stray edge must not make a
+    small map cost gigabytes."""
+    from conftest import straight_road
+
+    from terrazero_env.maps import MAX_MAP_EXTENT, MapValidationError, Polylines
+
+    m = straight_road()
+    far = MAX_MAP_EXTENT + 1000.0
+    edges = m.road_edges.rows() + [np.array([[far, 0.0, 0.0], [far + 10.0, 0.0, 0.0]])]
+    with pytest.raises(MapValidationError, match=r"map extent: the bounding box is \d+ m x \d+ m, over the"):
+        build(m.replace(road_edges=Polylines(edges)))
+    build(m)  # the same map without the stray edge is fine

@@ -9,7 +9,7 @@ Typical use::
 """
 
 from . import procedural
-from .builder import BuildConfig, MapValidationError, build, validate
+from .builder import MAX_MAP_EXTENT, BuildConfig, MapValidationError, build, validate, validate_built
 from .dataset import Dataset
 from .schema import (
     AgentType,
@@ -37,5 +37,5 @@ __all__ = [
     "AgentType", "BuildConfig", "Dataset", "ControlType", "Handedness", "Intersections", "Lanes", "LaneType", "MapData",
     "MapValidationError", "Movement", "Polygons", "Polylines", "Ragged", "RoadLines", "RoadLineType", "Signals",
     "StopLines", "StopSigns", "TerrabinError", "Tracks", "asset_path", "build", "bundled_maps", "load",
-    "load_source", "procedural", "save", "validate",
+    "load_source", "procedural", "save", "validate", "validate_built", "MAX_MAP_EXTENT",
 ]

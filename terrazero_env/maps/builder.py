@@ -27,7 +27,13 @@ from .schema import (
     StopLines,
 )
 
-__all__ = ["BuildConfig", "MapValidationError", "build", "validate", "lane_movements", "infer_intersections"]
+__all__ = ["BuildConfig", "MapValidationError", "MAX_MAP_EXTENT", "build", "validate", "validate_built", "lane_movements",
+           "infer_intersections"]
+
+#: Largest side (m) of a map's bounding box. The engine's road index is a uniform grid over the
+#: bounding box, so its memory grows with the square of the extent (two lanes 283 km apart would need
+#: 18 GiB); 20 km covers a city district. Crop or split larger maps.
+MAX_MAP_EXTENT = 20_000.0
 
 
 class MapValidationError(ValueError):
@@ -212,8 +218,57 @@ def validate(m: MapData, config: BuildConfig = BuildConfig()) -> None:
         if dup.size:
             _fail(f"intersections: lane {int(dup[0])} is listed in more than one intersection")
 
+    x0, y0, x1, y1 = _bounding_box(m)
+    side = max(x1 - x0, y1 - y0)
+    if side > MAX_MAP_EXTENT:
+        _fail(f"map extent: the bounding box is {x1 - x0:.0f} m x {y1 - y0:.0f} m, over the {MAX_MAP_EXTENT:.0f} m "
+              "limit (the road index grows with the square of the extent); crop or split the map")
+
     if m.tracks is not None:
         _validate_tracks(m)
+
+
+def _bounding_box(m: MapData) -> tuple[float, float, float, float]:
+    pts = [r.values[:, :2] for r in (m.lanes.centerline, m.road_lines.geometry, m.road_edges, m.sidewalks,
+                                     m.crosswalks) if r.values.shape[0]]
+    xy = np.concatenate(pts)
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
+
+
+def validate_built(m: MapData, config: BuildConfig = BuildConfig()) -> None:
+    """Everything :func:`validate` checks, plus the derived fields :func:`build` fills (intersections,
+    movements, stop-line ties, controls): what the engine's unchecked loops rely on. Every map that reaches the engine passes it, whether built now or read from a ``.tzb`` file.
+    Raises :class:`MapValidationError` naming the first problem."""
+    validate(m, config)
+    lanes = m.lanes
+    if m.intersections is None:
+        _fail("intersections: missing (the map is not built; run terrazero_env.maps.build or `terrazero maps build`)")
+    ni = len(m.intersections)
+    _check_ids(lanes.intersection, "lanes.intersection", ni, allow_none=True)
+    _check_enum(lanes.movement, "lanes.movement", Movement)
+    if np.any(np.asarray(lanes.allowed_movements) >= (1 << (max(int(e) for e in Movement) + 1))):
+        _fail("lanes.allowed_movements: bits set beyond the known movements")
+    ns = len(m.stop_lines)
+    _check_ids(lanes.stop_line, "lanes.stop_line", ns, allow_none=True)
+    _check_enum(m.stop_lines.control, "stop_lines.control", ControlType)
+    _check_ids(m.stop_lines.intersection, "stop_lines.intersection", ni, allow_none=True)
+    _check_len(m.signals.intersection, "signals.intersection", len(m.signals))
+    _check_ids(m.signals.intersection, "signals.intersection", ni, allow_none=True)
+    # Each lane a stop line controls points back at that stop line.
+    tied = m.stop_lines.lanes
+    if tied.values.size:
+        back = np.asarray(lanes.stop_line)[tied.values]
+        bad = np.nonzero(back != tied.row_ids())[0]
+        if bad.size:
+            p = int(bad[0])
+            _fail(f"stop_lines[{int(tied.row_ids()[p])}].lanes: lane {int(tied.values[p])} names stop line "
+                  f"{int(back[p])} as its own")
+    # Predecessors are the exact inverse of successors (the builder derives them so).
+    succ = np.stack([lanes.successors.row_ids(), lanes.successors.values.astype(np.int64)], axis=1)
+    pred = np.stack([lanes.predecessors.values.astype(np.int64), lanes.predecessors.row_ids()], axis=1)
+    if succ.shape != pred.shape or not np.array_equal(np.unique(succ, axis=0), np.unique(pred, axis=0)):
+        _fail("lanes.predecessors: not the inverse of lanes.successors")
 
 
 def _validate_tracks(m: MapData) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from . import procedural
-from .builder import MapValidationError, build
+from .builder import MapValidationError, build, validate_built
 from .jsonmap import load_json
 from .schema import MapData
 from .terrabin import load, save
@@ -88,11 +88,19 @@ def load_source(src: str | os.PathLike[str]) -> MapData:
 
 
 def load_built(src: str | os.PathLike[str]) -> MapData:
-    """A simulation-ready map from any source: ``.tzb`` files and bundled maps are built already,
-    every other source is built now."""
+    """A simulation-ready map from any source: ``.tzb`` files and bundled maps are built already (and
+    pass :func:`~terrazero_env.maps.builder.validate_built` here, as a fresh build would), every
+    other source is built now."""
     p = Path(os.fspath(src))
     built = p.suffix.lower() == ".tzb" or (p.suffix == "" and not p.exists())
-    return load_source(src) if built else build(load_source(src))
+    if not built:
+        return build(load_source(src))
+    m = load_source(src)
+    try:
+        validate_built(m)
+    except MapValidationError as e:
+        raise MapValidationError(f"{os.fspath(src)}: {e}") from None
+    return m
 
 
 def regenerate(out_dir: str | os.PathLike[str] | None = None) -> list[Path]:

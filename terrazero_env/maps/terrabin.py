@@ -252,10 +252,21 @@ def load(path: str | os.PathLike[str], *, verify: bool = True) -> MapData:
 
     ``verify``: check every section's CRC32 (reads each byte once; a few ms for a large map).
     Raises :class:`TerrabinError` naming the problem for truncated, corrupt, wrong-magic or
-    future-version files.
+    future-version files, and ``MapValidationError`` naming the element for contents that fail
+    :func:`~terrazero_env.maps.builder.validate` (out-of-range indices, non-finite points, bad
+    shapes), even under valid checksums.
     """
+    from .builder import MapValidationError, validate
+
     arrays, meta = read_sections(path, verify=verify)
     try:
-        return _unflatten(arrays, meta)
+        m = _unflatten(arrays, meta)
     except (KeyError, TypeError, ValueError) as e:
         raise TerrabinError(f"{os.fspath(path)}: corrupt file (missing or bad section: {e})") from None
+    # A valid checksum only says the bytes are the ones written: the contents pass the builder's
+    # checks before anything reads them (``load_built`` adds the checks of a built map's derived fields).
+    try:
+        validate(m)
+    except MapValidationError as e:
+        raise MapValidationError(f"{os.fspath(path)}: {e}") from None
+    return m
