@@ -35,6 +35,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import LinearSchedule
 
 import terrazero_env
+from terrazero_env import safe_yaml
 from terrazero_env.config_io import dump_config, load_config, load_train_section
 
 from ..wrappers import DPSA, SGR, SamplingStats
@@ -325,7 +326,7 @@ def _resolve(preset: str, out: Path, resume: bool, overrides: dict[str, Any] | N
         if engine_over:
             raise ValueError(f"cannot change the engine config of a run being resumed: {sorted(engine_over)}")
         cfg = load_config(out / "config.yaml")
-        d = yaml.safe_load((out / "train.yaml").read_text(encoding="utf-8"))
+        d = safe_yaml.load_file(out / "train.yaml")
         d.update({k: v for k, v in explicit.items() if k in ("total_steps", "torch_threads") and v is not None})
         return cfg, TrainSettings.from_mapping(d)
     cfg = load_config(preset, **engine_over)

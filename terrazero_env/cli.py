@@ -184,9 +184,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _yaml_value(text: str):
-    import yaml
+    from . import safe_yaml
 
-    return yaml.safe_load(text)
+    return safe_yaml.load(text, "--set value")
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from . import safe_yaml
 from .config import (
     AgentType,
     ClassSpec,
@@ -215,8 +216,7 @@ def _source_path(src: str | os.PathLike[str]) -> Path:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+        data = safe_yaml.load_file(path) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):

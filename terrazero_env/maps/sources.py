@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from .. import safe_yaml
 from . import procedural
 from .builder import MapValidationError, build, validate_built
 from .jsonmap import load_json
@@ -46,8 +47,10 @@ def asset_path(name: str) -> Path:
 
 def load_spec(path: str | os.PathLike[str]) -> MapData:
     """Generate the raw map a procedural YAML spec describes."""
-    with open(path, encoding="utf-8") as f:
-        spec: Any = yaml.safe_load(f)
+    try:
+        spec: Any = safe_yaml.load_file(path)
+    except yaml.YAMLError as exc:
+        raise MapValidationError(f"{os.fspath(path)}: not valid YAML ({exc})") from None
     if not isinstance(spec, dict) or "generator" not in spec:
         raise MapValidationError(f"{os.fspath(path)}: a procedural spec needs a 'generator' key "
                                  f"(one of {', '.join(procedural.KINDS)})")
