@@ -183,6 +183,25 @@ def test_bad_geometry_names_the_element(tmp_path, geometry, fragment):
         convert(_write(tmp_path, _xodr(geometry, 10.0)))
 
 
+def test_huge_lengths_are_refused_before_sampling(tmp_path):
+    """One attribute must not make the converter sample gigabytes of geometry."""
+    big = '<geometry s="0" x="0" y="0" hdg="0" length="1e7"><spiral curvStart="0" curvEnd="0.001"/></geometry>'
+    with pytest.raises(MapValidationError, match=r"road 1 <geometry>.*length 1e\+07 m is over the"):
+        convert(_write(tmp_path, _xodr(big, 10.0)))
+    line = '<geometry s="0" x="0" y="0" hdg="0" length="10"><line/></geometry>'
+    with pytest.raises(MapValidationError, match=r"road 1: length 1e\+07 m is outside"):
+        convert(_write(tmp_path, _xodr(line, 1e7)))
+
+
+def test_duplicate_road_ids_are_refused(tmp_path):
+    line = '<geometry s="0" x="0" y="0" hdg="0" length="10"><line/></geometry>'
+    text = _xodr(line, 10.0)
+    road = text[text.index("<road "):text.index("</road>") + len("</road>")]
+    text = text.replace("</road>", "</road>\n" + road, 1)
+    with pytest.raises(MapValidationError, match="two roads have the id '1'"):
+        convert(_write(tmp_path, text))
+
+
 # --------------------------------------------------------------------------------------------------
 # real CARLA towns
 

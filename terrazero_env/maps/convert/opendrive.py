@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..builder import BuildConfig, MapValidationError, lane_movements
+from ..builder import MAX_MAP_EXTENT, BuildConfig, MapValidationError, lane_movements
 from ..schema import (
     Handedness,
     Intersections,
@@ -62,6 +62,11 @@ LANE_TYPES = {"driving": LaneType.VEHICLE, "biking": LaneType.BIKE, "bus": LaneT
 #: Lane types a road edge encloses.
 _DRIVABLE = {"driving", "biking", "bus", "bidirectional", "parking", "entry", "exit", "onRamp", "offRamp",
              "connectingRamp", "stop"}
+#: Longest road (m) and most road length per file (m) the converter samples. Geometry is sampled every
+#: few centimetres to a few metres, so one attribute (``length="1e7"``) would otherwise cost gigabytes;
+#: the map itself must also fit MAX_MAP_EXTENT, so a longer road is corrupt, not a big map.
+MAX_ROAD_LENGTH = 4 * MAX_MAP_EXTENT
+MAX_TOTAL_ROAD_LENGTH = 2_000_000.0
 _SPEED_UNITS = {"m/s": 1.0, "km/h": 1 / 3.6, "mph": 0.44704}
 _TRAFFIC_LIGHT = "1000001"
 _STOP_SIGN = "206"
@@ -152,6 +157,8 @@ def _parse_geometry(g: ET.Element, ctx: str) -> Geometry:
     length = _num(g, "length", ctx)
     if length < 0:
         raise MapValidationError(f"{_where(g, ctx)}: negative length {length}")
+    if length > MAX_ROAD_LENGTH:
+        raise MapValidationError(f"{_where(g, ctx)}: length {length:g} m is over the {MAX_ROAD_LENGTH:g} m limit")
     base = (_num(g, "s", ctx), _num(g, "x", ctx), _num(g, "y", ctx), _num(g, "hdg", ctx), length)
     kinds = [c for c in g if c.tag in ("line", "arc", "spiral", "poly3", "paramPoly3")]
     if len(kinds) != 1:
@@ -190,6 +197,8 @@ def _parse_road(el: ET.Element, rht_default: bool) -> _Road:
     rid = el.get("id", "?")
     ctx = f"road {rid}"
     length = _num(el, "length", ctx)
+    if not 0 <= length <= MAX_ROAD_LENGTH:
+        raise MapValidationError(f"{ctx}: length {length:g} m is outside [0, {MAX_ROAD_LENGTH:g}] m")
     pv = el.find("planView")
     geoms = [_parse_geometry(g, ctx) for g in (pv.findall("geometry") if pv is not None else [])]
     if not geoms:
@@ -554,8 +563,15 @@ def convert(path: str | Path, *, spacing: float = 1.0, snap: float = 1.0,
         raise MapValidationError(f"{path.name}: <OpenDRIVE> has no <road>")
     rht_default = handedness is None or Handedness(handedness) == Handedness.RIGHT
     roads = {}
+    total = 0.0
     for el in road_els:
         r = _parse_road(el, rht_default)
+        if r.id in roads:
+            raise MapValidationError(f"{path.name}: two roads have the id {r.id!r}")
+        total += r.length
+        if total > MAX_TOTAL_ROAD_LENGTH:
+            raise MapValidationError(f"{path.name}: more than {MAX_TOTAL_ROAD_LENGTH:g} m of road in one file "
+                                     "(split the map)")
         roads[r.id] = r
     out = _Out()
     for r in roads.values():
