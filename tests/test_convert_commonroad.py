@@ -295,3 +295,14 @@ def test_signal_wins_over_stop_sign(tmp_path):
 def test_dangling_traffic_light_is_rejected(tmp_path):
     with pytest.raises(MapValidationError, match=r"lanelet 1\.stopLine\.trafficLightRef: traffic light 21"):
         convert(_controlled_scenario(tmp_path, '<trafficLightRef ref="21"/>'))
+
+
+@pytest.mark.parametrize("tag,ident", [("trafficSign", 10), ("trafficLight", 20)])
+def test_duplicate_sign_and_light_ids_are_rejected(tmp_path, tag, ident):
+    p = _controlled_scenario(tmp_path, '<trafficSignRef ref="10"/>')
+    text = p.read_text()
+    start = text.index(f'<{tag} id="{ident}">')
+    element = text[start:text.index(f"</{tag}>", start) + len(f"</{tag}>")]
+    p.write_text(text.replace(element, element + element, 1))
+    with pytest.raises(MapValidationError, match=f"{tag} {ident}: id is used twice"):
+        convert(p)

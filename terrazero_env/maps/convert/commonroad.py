@@ -292,12 +292,17 @@ def convert(path: str | Path, *, tracks: bool = True) -> MapData:
             _fail(f"{what}: lanelet {ref} does not exist")
         return index[ref]
 
-    signs: dict[int, ET.Element] = {}
-    for el in root.findall("trafficSign"):
-        signs[_int_attr(el, "id", "trafficSign")] = el
-    lights: dict[int, ET.Element] = {}
-    for el in root.findall("trafficLight"):
-        lights[_int_attr(el, "id", "trafficLight")] = el
+    def by_id(tag: str) -> dict[int, ET.Element]:
+        out: dict[int, ET.Element] = {}
+        for el in root.findall(tag):
+            k = _int_attr(el, "id", tag)
+            if k in out:
+                _fail(f"{tag} {k}: id is used twice")
+            out[k] = el
+        return out
+
+    signs = by_id("trafficSign")
+    lights = by_id("trafficLight")
 
     # Recentre at the middle of the lanelet bounds' bounding box.
     allpts = np.concatenate([np.concatenate([ll.left, ll.right]) for ll in lanelets])
