@@ -3,6 +3,7 @@ parent, clean shutdown (close, garbage collection, parent death)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -189,6 +190,26 @@ def test_a_dead_worker_closes_the_engine():
     assert eng.closed and _unlinked(eng.segment_name)
     with pytest.raises(RuntimeError, match="closed"):
         eng.reset()
+
+
+def test_a_stopped_worker_times_out_with_an_error_naming_it():
+    eng = MultiProcessEngine(_config(2), 2, timeout=1.0)
+    eng.reset()
+    pid = eng.worker_pids()[1]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(RuntimeError, match=r"worker 1 \(worlds 1..1\) did not answer within 1 s"):
+            eng.step(np.zeros(eng.actions.shape[0], np.int32))
+        assert eng.closed and _unlinked(eng.segment_name)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "5", True])
+def test_bad_timeouts_are_refused(timeout):
+    with pytest.raises(ValueError, match="timeout must be a positive finite number of seconds"):
+        MultiProcessEngine(_config(2), 2, timeout=timeout)
 
 
 def test_close_stops_the_workers_and_unlinks_the_shared_memory():

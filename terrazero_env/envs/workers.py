@@ -32,6 +32,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
 import weakref
 from collections.abc import Sequence
@@ -51,6 +52,9 @@ _SLOT_FIELDS = ("observations", "rewards", "terminated", "truncated", "valid", "
                 "slot_agent")
 _ALIGN = 64  # bytes: every buffer in the segment starts on a cache line
 _JOIN_TIMEOUT = 5.0  # seconds a worker gets to exit before it is terminated
+#: Default seconds the parent waits for one exchange with the workers (a reset of many large worlds
+#: takes seconds, a step milliseconds) before it gives up on a stopped or hung worker.
+DEFAULT_TIMEOUT = 600.0
 
 # Requests (first byte) and replies.
 _STEP, _RESET, _STATES, _SCENE, _QUIT = b"s", b"r", b"a", b"c", b"q"
@@ -245,12 +249,13 @@ class MultiProcessEngine:
 
     ``maps``, ``world_map`` and ``num_threads`` (OpenMP threads in each worker) mean what they mean
     for ``Engine``. ``context``: the multiprocessing start method ("forkserver", "spawn"; default
-    ``default_context()``).
+    ``default_context()``). ``timeout``: seconds to wait for the workers' answers to one call; a worker
+    that does not answer in time (stopped, hung) closes the engine with an error naming it.
     """
 
     def __init__(self, config: EngineConfig, num_workers: int = 2, *, maps: Any = None,
                  world_map: np.ndarray | Sequence[int] | None = None, num_threads: int = 1,
-                 context: str | None = None):
+                 context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
         W, K = config.num_worlds, config.slots_per_world
@@ -258,6 +263,9 @@ class MultiProcessEngine:
             raise ValueError(f"num_workers must be an integer in [1, num_worlds={W}], got {num_workers!r}")
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < float("inf")):
+            raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
         self._closed = True  # until the workers are up
         # A one-world engine answers the questions that do not depend on the worlds.
         self._template = _engine.Engine(config.with_overrides(num_worlds=1), maps=maps)
@@ -352,7 +360,12 @@ class MultiProcessEngine:
         """Every answer of ``workers``: the reply payloads and the first error (with its traceback)."""
         replies: dict[int, bytes] = {}
         error = None
+        deadline = time.monotonic() + self.timeout
         for p in workers:
+            if not self._conns[p].poll(max(0.0, deadline - time.monotonic())):
+                self._procs[p].kill()  # unresponsive: it could not take a polite request to quit either
+                raise RuntimeError(f"{self._worker_name(p)} did not answer within {self.timeout:g} s (stopped or hung); "
+                                   "the engine is closed")
             try:
                 msg = self._conns[p].recv_bytes()
             except (EOFError, OSError):
