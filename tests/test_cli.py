@@ -79,3 +79,12 @@ def test_console_script_is_installed():
     assert exe.is_file(), f"console script missing: {exe}"
     r = subprocess.run([str(exe), "maps", "list"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and set(r.stdout.split()) == set(bundled_maps())
+
+
+@pytest.mark.parametrize("dpi", ["100000", "0", "-5"])
+def test_render_refuses_an_unbounded_resolution_in_one_line(tmp_path, capsys, dpi):
+    png = tmp_path / "m.png"
+    assert main(["maps", "render", "grid_town", "-o", str(png), "--dpi", dpi]) == 2
+    err = capsys.readouterr().err
+    assert "dpi must be an integer in [10, 600]" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not png.exists()

@@ -106,6 +106,11 @@ def _arrows(m: MapData) -> tuple[np.ndarray, np.ndarray]:
     return 0.5 * (xy[pick] + xy[pick + 1]), d / np.linalg.norm(d, axis=1, keepdims=True)
 
 
+#: Resolution bounds of a rendered map: the figure is 10 inches on its long side, so MAX_DPI makes
+#: a picture of at most 6,000 x 6,000 pixels (about 140 MB while drawn).
+MIN_DPI, MAX_DPI = 10, 600
+
+
 def render_map(
     map_data: MapData,
     path: str | Path | None = None,
@@ -125,6 +130,8 @@ def render_map(
     ``ax`` when given, else into a new figure.
     """
     m = map_data
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not MIN_DPI <= dpi <= MAX_DPI:
+        raise ValueError(f"dpi must be an integer in [{MIN_DPI}, {MAX_DPI}] (the figure is 10 inches wide), got {dpi!r}")
     state = None if signal_states is None else np.asarray(signal_states).reshape(-1)
     if state is not None and state.shape[0] != len(m.signals):
         raise ValueError(f"signal_states has {state.shape[0]} entries for {len(m.signals)} signals")
