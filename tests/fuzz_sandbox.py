@@ -1,0 +1,158 @@
+"""The child side of the fuzz suite (tests/test_fuzz.py): runs one probe per request in a separate
+process, so a crash of the engine (a segfault, an abort) is seen by the parent as a dead child and
+reported as a failure naming the input, instead of taking the test run down.
+
+Protocol: the parent writes one pickled ``(probe_name, payload)`` per request (length-prefixed) to
+stdin; the child answers a pickled ``(status, detail)``: ``"ok"``, ``"refused"`` (an expected error
+type with its message) or ``"unexpected"`` (any other exception, with its traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+import numpy as np
+
+EXPECTED = (ValueError, TypeError)  # MapValidationError, TerrabinError and YamlLimitError are ValueErrors
+
+
+def probe_tzb(data: bytes) -> str:
+    """Load a (mutated) .tzb file the way every engine entry point does, then run the engine on it."""
+    import terrazero_env
+    from terrazero_env.maps.sources import load_built
+
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "fuzz.tzb")
+        with open(p, "wb") as f:
+            f.write(data)
+        load_built(p)
+        venv = terrazero_env.make_vec(num_worlds=2, preset="quick", maps=[p], **{"init.idm_fraction": 0.5,
+                                                                                  "max_agents_per_world": 12})
+        try:
+            venv.reset(seed=0)
+            venv.action_space.seed(0)
+            for _ in range(5):
+                venv.step(venv.action_space.sample())
+        finally:
+            venv.close()
+    return "ran"
+
+
+def probe_json_map(doc: dict) -> str:
+    import terrazero_env
+    from terrazero_env.maps import build
+    from terrazero_env.maps.jsonmap import from_dict
+
+    m = build(from_dict(doc))
+    venv = terrazero_env.make_vec(num_worlds=1, preset="quick", maps=[m])
+    try:
+        venv.reset(seed=1)
+        for _ in range(3):
+            venv.step(venv.action_space.sample())
+    finally:
+        venv.close()
+    return "ran"
+
+
+def probe_config(overrides: dict) -> str:
+    from terrazero_env import _engine, load_config
+
+    cfg = load_config("quick", **{"num_worlds": 1, **overrides})
+    engine = _engine.Engine(cfg)
+    engine.reset()
+    engine.step()
+    return "ran"
+
+
+def probe_actions(actions: Any) -> str:
+    import gymnasium as gym
+
+    import terrazero_env  # noqa: F401
+
+    env = gym.make("TerraZero/Drive-v0", preset="quick")
+    try:
+        env.reset(seed=0)
+        env.step(actions)
+    finally:
+        env.close()
+    return "ran"
+
+
+def probe_vector_actions(actions: Any) -> str:
+    import terrazero_env
+
+    venv = terrazero_env.make_vec(num_worlds=2, preset="quick")
+    try:
+        venv.reset(seed=0)
+        venv.step(actions)
+    finally:
+        venv.close()
+    return "ran"
+
+
+def probe_seed(seed: Any) -> str:
+    import gymnasium as gym
+
+    import terrazero_env  # noqa: F401
+
+    env = gym.make("TerraZero/Drive-v0", preset="quick")
+    try:
+        a, _ = env.reset(seed=seed)
+        b, _ = env.reset(seed=seed)
+        if seed is not None and not np.array_equal(a, b):  # None asks for fresh entropy
+            raise AssertionError(f"seed {seed!r} gave two different first observations")
+    finally:
+        env.close()
+    return "ran"
+
+
+def probe_abort(_: Any) -> str:
+    """Dies like a segfaulting engine would: the harness's own test uses it."""
+    os.abort()
+
+
+PROBES = {f.__name__: f for f in (probe_tzb, probe_json_map, probe_config, probe_actions, probe_vector_actions,
+                                  probe_seed, probe_abort)}
+
+
+def _read(stream: Any) -> Any:
+    head = stream.read(4)
+    if len(head) < 4:
+        return None
+    (n,) = struct.unpack("<I", head)
+    return pickle.loads(stream.read(n))
+
+
+def _write(stream: Any, obj: Any) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<I", len(data)) + data)
+    stream.flush()
+
+
+def main() -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
+    while True:
+        req = _read(inp)
+        if req is None:
+            return
+        name, payload = req
+        try:
+            _write(out, ("ok", PROBES[name](payload)))
+        except EXPECTED as e:
+            _write(out, ("refused", f"{type(e).__name__}: {e}"))
+        except BaseException:  # noqa: BLE001 - everything else is a finding
+            _write(out, ("unexpected", traceback.format_exc()))
+
+
+if __name__ == "__main__":
+    main()
