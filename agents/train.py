@@ -17,6 +17,7 @@ overrides; see :data:`TRAIN_DEFAULTS` and :data:`PPO_KEYS`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -42,7 +43,7 @@ from . import checkpoint as ckpt
 from .distributed import Sync, init_from_environment
 from .ppo import PPO
 
-__all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train"]
+__all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train", "train_from_args"]
 
 #: ``terrazero_env.agents.PPO`` arguments a ``train:`` section may set (``learning_rate``: the
 #: initial value, annealed linearly to 0 unless ``lr_anneal`` is false).
@@ -422,6 +423,24 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     model.env.close()
     sync.barrier()
     return final
+
+
+def train_from_args(args: argparse.Namespace) -> Path:
+    """Run the training command from options parsed by
+    :func:`terrazero_env.train_options.add_train_arguments` (``terrazero train`` and
+    ``python -m terrazero_env.agents.launch``); ``--set KEY=VALUE`` values are read as YAML."""
+    overrides: dict[str, Any] = {}
+    for kv in args.set:
+        if "=" not in kv:
+            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
+        key, value = kv.split("=", 1)
+        overrides[key.strip()] = yaml.safe_load(value)
+    out = args.resume if args.resume else args.out
+    return train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
+                 sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
+                 full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
+                 device=args.device, torch_threads=args.torch_threads, overrides=overrides,
+                 progress=args.progress, tensorboard=not args.no_tensorboard)
 
 
 class _StopAfter(BaseCallback):
