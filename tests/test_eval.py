@@ -175,6 +175,7 @@ def test_video_gif_is_written_and_mp4_needs_ffmpeg(run_dir, tmp_path, capsys, mo
     assert "imageio-ffmpeg" in capsys.readouterr().err and not mp4.exists()
 
 
+@pytest.mark.slow
 def test_video_zoom_follows_an_agent_and_a_bad_zoom_is_refused(run_dir, tmp_path, capsys):
     import imageio.v3 as iio
 
