@@ -237,3 +237,23 @@ def test_the_same_checks_apply_to_config_overrides(overrides, where):
     with pytest.raises(ValueError) as info:
         load_config("quick", **parsed)
     assert where in str(info.value), str(info.value)
+
+
+def test_every_config_field_has_a_docstring_naming_its_source():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = ("table", "appendix", "section", "ours", "treiber", "fast")
+    undocumented = []
+    for path, only in ((root / "terrazero_env" / "config.py", None), (root / "agents" / "train.py", {"TrainSettings"})):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef) or (only is not None and node.name not in only):
+                continue
+            for st, nxt in zip(node.body, [*node.body[1:], None]):
+                if not isinstance(st, ast.AnnAssign):
+                    continue
+                doc = nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) else ""
+                if not any(w in str(doc).lower() for w in sources):
+                    undocumented.append(f"{node.name}.{st.target.id}")
+    assert not undocumented, f"fields without a docstring naming a paper source or 'ours': {undocumented}"
