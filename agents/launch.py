@@ -5,7 +5,8 @@
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
         -m terrazero_env.agents.launch --preset planner --out runs/planner
 
-Every rank parses the same arguments; rank 0 prints and writes the run folder.
+Every rank parses the same arguments (declared once in :mod:`terrazero_env.train_options`) and runs
+:func:`terrazero_env.agents.train.train_from_args`; rank 0 prints and writes the run folder.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from terrazero_env.cli import _cmd_train, add_train_arguments
+from terrazero_env.train_options import add_train_arguments
 
 from .distributed import shutdown
+from .train import train_from_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_train_arguments(p)
     args = p.parse_args(argv)
     try:
-        return _cmd_train(args)
+        train_from_args(args)
+        return 0
     except (FileNotFoundError, ValueError) as e:
         print(f"terrazero: error: {e}", file=sys.stderr)
         return 2

@@ -43,6 +43,9 @@ __all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
 
 #: Table 14's learning rate: 5e-4, linearly annealed to 0 over training.
 LINEAR_5E4 = LinearSchedule(5e-4, 0.0, 1.0)
+#: Rollout length per update, steps per env (table 14 gives none; ours: half of table 7's 256-step
+#: episode). ``TrainSettings`` (``agents/train.py``) reads its default from here.
+N_STEPS = 128
 
 
 class MaskedRolloutSamples(NamedTuple):
@@ -196,7 +199,7 @@ class PPO(SB3PPO):
     rollout_buffer: MaskedRolloutBuffer
 
     def __init__(self, policy: str | type, env: Any, learning_rate: float | Any = LINEAR_5E4,
-                 n_steps: int = 128, batch_size: int | None = None, num_minibatches: int = 16,
+                 n_steps: int = N_STEPS, batch_size: int | None = None, num_minibatches: int = 16,
                  n_epochs: int = 2, gamma: float = 0.99, gae_lambda: float = 0.95, clip_range: float | Any = 0.2,
                  clip_range_vf: None = None, normalize_advantage: bool = True, ent_coef: float = 0.01,
                  vf_coef: float = 0.5, max_grad_norm: float = 0.5, vtrace: bool = True, rho_bar: float = 1.0,

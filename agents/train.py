@@ -17,6 +17,7 @@ overrides; see :data:`TRAIN_DEFAULTS` and :data:`PPO_KEYS`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -36,14 +37,15 @@ from stable_baselines3.common.utils import LinearSchedule
 
 import terrazero_env
 from terrazero_env import safe_yaml
+from terrazero_env.config_checks import check_bool, check_float, check_int
 from terrazero_env.config_io import dump_config, load_config, load_train_section
 
 from ..wrappers import DPSA, SGR, SamplingStats
 from . import checkpoint as ckpt
 from .distributed import Sync, init_from_environment
-from .ppo import PPO
+from .ppo import N_STEPS, PPO
 
-__all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train"]
+__all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train", "train_from_args"]
 
 #: ``terrazero_env.agents.PPO`` arguments a ``train:`` section may set (``learning_rate``: the
 #: initial value, annealed linearly to 0 unless ``lr_anneal`` is false).
@@ -58,38 +60,45 @@ SAMPLERS = ("dpsa", "sgr", "autoreset")
 
 @dataclass
 class TrainSettings:
-    """Everything about a run except the engine config; saved as ``OUT/train.yaml``."""
+    """Everything about a run except the engine config; saved as ``OUT/train.yaml``. The PPO
+    hyperparameters (``ppo``) default to :class:`~terrazero_env.agents.PPO`'s, which are table 14's."""
 
     preset: str = "quick"
-    """Preset name or YAML path the engine config came from."""
+    """Preset name or YAML path the engine config came from (ours)."""
     total_steps: int = 50_000
-    """Agent steps over every rank (padding included, as the env produced them)."""
+    """Agent steps over every rank, padding included, as the env produced them; a count >= 1 (ours:
+    sized for the quick preset on a CPU)."""
     seed: int = 0
+    """Seed of rank 0's model and env; rank r uses ``seed + 10_007 * r`` (ours)."""
     sampler: str = "dpsa"
-    """dpsa (FAST's DPSA), sgr (synchronous global reset) or autoreset (per-world autoreset)."""
+    """dpsa (FAST's DPSA, FAST section II), sgr (synchronous global reset, FAST's baseline) or autoreset
+    (per-world autoreset) (the default is FAST's)."""
     threshold: float = 0.5
-    """DPSA's termination-rate threshold."""
+    """DPSA's termination-rate threshold rho, a rate in (0, 1] (FAST section II defines it; 0.5 is ours)."""
     policy: dict[str, Any] = field(default_factory=dict)
-    """``DeepSetsPolicy`` keyword arguments (``{}``: the paper-sized policy)."""
+    """``DeepSetsPolicy`` keyword arguments (``{}``: the paper-sized policy, table 15)."""
     checkpoint_every: int = 10
-    """Iterations (rollout + update) between checkpoints."""
+    """Iterations (rollout + update) between checkpoints, a count >= 1 (ours)."""
     lr_anneal: bool = True
+    """Anneal the learning rate linearly to 0 over ``total_steps`` (table 14: linear decay)."""
     torch_threads: int | None = None
     """Torch CPU threads per rank; None: torch's default in one process, the cores divided among
-    the ranks under torchrun. A small policy trains fastest on one thread (the engine runs beside it)."""
-    ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": 64})
+    the ranks under torchrun. A small policy trains fastest on one thread (the engine runs beside it) (ours)."""
+    ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})
+    """:data:`PPO_KEYS` arguments of :class:`~terrazero_env.agents.PPO`; unset keys take PPO's defaults
+    (table 14). ``n_steps`` is recorded explicitly: PPO's own default (``agents.ppo.N_STEPS``, ours;
+    table 14 gives no rollout length)."""
 
     def __post_init__(self) -> None:
-        if self.total_steps < 1:
-            raise ValueError(f"train.total_steps: a positive number of agent steps, got {self.total_steps!r}")
+        check_int("train.total_steps", self.total_steps, 1)
+        check_int("train.seed", self.seed, 0)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"train.sampler: one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
-        if not 0.0 < float(self.threshold) <= 1.0:
-            raise ValueError(f"train.threshold: a rate in (0, 1], got {self.threshold!r}")
-        if int(self.checkpoint_every) < 1:
-            raise ValueError(f"train.checkpoint_every: a positive number of iterations, got {self.checkpoint_every!r}")
-        if self.torch_threads is not None and int(self.torch_threads) < 1:
-            raise ValueError(f"train.torch_threads: a positive number of threads or null, got {self.torch_threads!r}")
+        check_float("train.threshold", self.threshold, 0.0, 1.0, lo_open=True)
+        check_int("train.checkpoint_every", self.checkpoint_every, 1)
+        check_bool("train.lr_anneal", self.lr_anneal)
+        if self.torch_threads is not None:
+            check_int("train.torch_threads", self.torch_threads, 1)
         if not isinstance(self.policy, dict):
             raise ValueError(f"train.policy: a mapping of DeepSetsPolicy arguments, got {self.policy!r}")
         unknown = set(self.ppo) - PPO_KEYS
@@ -423,6 +432,24 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     model.env.close()
     sync.barrier()
     return final
+
+
+def train_from_args(args: argparse.Namespace) -> Path:
+    """Run the training command from options parsed by
+    :func:`terrazero_env.train_options.add_train_arguments` (``terrazero train`` and
+    ``python -m terrazero_env.agents.launch``); ``--set KEY=VALUE`` values are read as YAML."""
+    overrides: dict[str, Any] = {}
+    for kv in args.set:
+        if "=" not in kv:
+            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
+        key, value = kv.split("=", 1)
+        overrides[key.strip()] = yaml.safe_load(value)
+    out = args.resume if args.resume else args.out
+    return train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
+                 sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
+                 full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
+                 device=args.device, torch_threads=args.torch_threads, overrides=overrides,
+                 progress=args.progress, tensorboard=not args.no_tensorboard)
 
 
 class _StopAfter(BaseCallback):

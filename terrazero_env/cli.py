@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
+from .train_options import add_train_arguments
 
 __all__ = ["main"]
 
@@ -107,46 +108,10 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from terrazero_env.agents.train import train  # imports torch
+    from terrazero_env.agents.train import train_from_args  # imports torch
 
-    overrides = {}
-    for kv in args.set:
-        if "=" not in kv:
-            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
-        key, value = kv.split("=", 1)
-        overrides[key.strip()] = _yaml_value(value)
-    out = args.resume if args.resume else args.out
-    train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
-          sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
-          full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
-          device=args.device, torch_threads=args.torch_threads, overrides=overrides, progress=args.progress,
-          tensorboard=not args.no_tensorboard)
+    train_from_args(args)
     return 0
-
-
-def add_train_arguments(t: argparse.ArgumentParser) -> None:
-    """The options of ``terrazero train`` (also ``python -m terrazero_env.agents.launch``)."""
-    t.add_argument("--preset", default="quick", help="bundled preset (quick, planner, sim_agent)")
-    t.add_argument("--config", default=None, help="a YAML config file (engine config and optional train: section) "
-                                                  "instead of a preset")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="dotted override, e.g. --set rewards.collision=[0,3] or --set train.ent_coef=0.005")
-    t.add_argument("--total-steps", type=int, default=None, help="agent steps over every rank (default: the preset's)")
-    t.add_argument("--out", default="runs/quick", help="run folder: config, progress log, TensorBoard, checkpoints")
-    t.add_argument("--resume", default=None, metavar="RUN", help="continue the newest checkpoint of this run folder")
-    t.add_argument("--seed", type=int, default=None)
-    t.add_argument("--sampler", choices=["dpsa", "sgr", "autoreset"], default=None,
-                   help="DPSA (default), synchronous global reset, or per-world autoreset")
-    t.add_argument("--threshold", type=float, default=None, help="DPSA termination-rate threshold")
-    t.add_argument("--worlds", type=int, default=None, help="worlds per rank (default: the preset's)")
-    t.add_argument("--n-steps", type=int, default=None, help="rollout length per update")
-    t.add_argument("--full-policy", action="store_true", help="the paper-sized Deep Sets policy (~3.4M parameters)")
-    t.add_argument("--checkpoint-every", type=int, default=None, help="iterations between checkpoints")
-    t.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    t.add_argument("--torch-threads", type=int, default=None)
-    t.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
-                   help="a progress bar on a terminal, else one line per iteration")
-    t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:

@@ -1,13 +1,15 @@
 """Engine configuration: frozen dataclasses whose defaults are the TerraZero paper's values.
 
-Every number the engine uses lives here with its unit and source (paper appendix), and every value is
-checked on construction so that a bad value fails with a message naming the field, never inside the
-compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays the engine reads.
+Every number the engine uses lives here with its unit and source (a paper table or appendix, or
+"ours" where the paper gives no value), and every field is checked on construction for type, range,
+finiteness and enum membership (:mod:`terrazero_env.config_checks`), so that a bad value fails with a
+message naming the field, never inside the compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays the engine reads.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .config_checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
 from .maps.schema import AgentType
 
 __all__ = [
@@ -44,6 +47,10 @@ class Consequence(IntEnum):
     """Speed and accelerations set to zero; the agent stays in the scene."""
     REMOVE = 2
     """The agent leaves the scene; its slot reports ``terminated``."""
+
+
+#: Upper bound of ``InitConfig.placement_tries`` (see there).
+MAX_PLACEMENT_TRIES = 10_000
 
 
 class InitMode(IntEnum):
@@ -124,58 +131,68 @@ class ClassSpec:
     """Dimensions, limits and action grid of one agent class."""
 
     dynamics: DynamicsModel
+    """Dynamics model of the class (section 3.2; which class uses which: ours, see ``default_classes``)."""
     length: tuple[float, float]
-    """Sampled per agent at reset, metres (appendix D.1)."""
+    """(min, max) box length in metres, sampled uniformly per agent at reset (appendix D.1 samples per
+    type; the ranges are ours)."""
     width: tuple[float, float]
-    """Metres."""
+    """(min, max) box width in metres (appendix D.1; ranges ours)."""
     height: tuple[float, float]
-    """Metres."""
+    """(min, max) box height in metres (appendix D.1; ranges ours)."""
     action_long: tuple[float, ...]
-    """Longitudinal action values: jerk (m/s^3) for BICYCLE_JERK, acceleration (m/s^2) otherwise."""
+    """Longitudinal action values: jerk (m/s^3) for BICYCLE_JERK, acceleration (m/s^2) otherwise (the
+    paper omits the grid values; ours)."""
     action_lat: tuple[float, ...]
     """Lateral action values: lateral jerk (m/s^3) for BICYCLE_JERK, steering angle (rad) for the
-    other bicycles, yaw rate (rad/s) for UNICYCLE."""
+    other bicycles, yaw rate (rad/s) for UNICYCLE (ours)."""
     max_speed: float = 20.0
-    """Base forward speed clip (m/s), times the agent's c_vel (appendix B: v_max = 20 * c_vel)."""
+    """Base forward speed clip (m/s), times the agent's c_vel (appendix B and table 13: v_max = 20 * c_vel)."""
     max_reverse_speed: float = 2.0
-    """Reverse speed clip (m/s)."""
+    """Reverse speed clip (m/s) (ours)."""
     max_accel: float = 4.0
-    """Acceleration clip (m/s^2), times c_acc."""
+    """Acceleration clip (m/s^2), times c_acc (table 13 scales it; the base value is ours)."""
     max_decel: float = 8.0
-    """Braking clip (m/s^2), times c_acc."""
+    """Braking clip (m/s^2), times c_acc (ours)."""
     max_lat_accel: float = 4.0
-    """Lateral acceleration clip (m/s^2) for the jerk model."""
+    """Lateral acceleration clip (m/s^2) for the jerk model (ours)."""
     max_steer: float = 0.6
-    """Steering angle clip (rad)."""
+    """Steering angle clip (rad) (ours)."""
     wheelbase_ratio: float = 0.6
-    """Wheelbase as a fraction of length."""
+    """Wheelbase as a fraction of length, in (0, 1] (ours)."""
     comfort: tuple[float, float, float, float] = (3.0, 3.0, 5.0, 5.0)
-    """Comfort thresholds |a_long|, |a_lat| (m/s^2), |j_long|, |j_lat| (m/s^3) (appendix B)."""
+    """Comfort thresholds |a_long|, |a_lat| (m/s^2), |j_long|, |j_lat| (m/s^3) (appendix B, per type)."""
     cornering_stiffness: float = 1.2e5
-    """BICYCLE_TIRE: cornering stiffness per axle (N/rad)."""
+    """BICYCLE_TIRE: cornering stiffness per axle (N/rad) (ours)."""
     mass: float = 1.5e4
-    """BICYCLE_TIRE: mass (kg); yaw inertia is taken as mass * (length/2)^2 / 3."""
+    """BICYCLE_TIRE: mass (kg); yaw inertia is taken as mass * (length/2)^2 / 3 (ours)."""
 
     def __post_init__(self) -> None:
+        _set(self, "dynamics", check_enum("ClassSpec.dynamics", self.dynamics, DynamicsModel))
         for name in ("length", "width", "height"):
-            lo, hi = getattr(self, name)
-            if not (0 < lo <= hi and math.isfinite(hi)):
-                raise ValueError(f"ClassSpec.{name}: need 0 < min <= max, got {(lo, hi)}")
+            _set(self, name, check_pair(f"ClassSpec.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of metres"))
         for name in ("action_long", "action_lat"):
-            v = getattr(self, name)
-            if len(v) == 0 or not all(math.isfinite(x) for x in v):
-                raise ValueError(f"ClassSpec.{name}: need a non-empty tuple of finite values, got {v}")
+            v = check_tuple(f"ClassSpec.{name}", getattr(self, name), min_len=1)
+            for i, x in enumerate(v):
+                check_float(f"ClassSpec.{name}[{i}]", x)
+            _set(self, name, v)
         for name in ("max_speed", "max_reverse_speed", "max_accel", "max_decel", "max_lat_accel", "max_steer",
-                     "wheelbase_ratio", "cornering_stiffness", "mass"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"ClassSpec.{name}: must be a finite non-negative number, got {v!r}")
-        if len(self.comfort) != 4:
-            raise ValueError("ClassSpec.comfort: four thresholds (a_long, a_lat, j_long, j_lat)")
+                     "cornering_stiffness", "mass"):
+            check_float(f"ClassSpec.{name}", getattr(self, name), 0.0)
+        check_float("ClassSpec.wheelbase_ratio", self.wheelbase_ratio, 0.0, 1.0, lo_open=True)
+        comfort = check_tuple("ClassSpec.comfort", self.comfort, 4)
+        for i, x in enumerate(comfort):
+            check_float(f"ClassSpec.comfort[{i}]", x, 0.0)
+        _set(self, "comfort", comfort)
 
     @property
     def num_actions(self) -> int:
         return len(self.action_long) * len(self.action_lat)
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    """Store a checked field's canonical form (enum member, tuple) on a frozen dataclass."""
+    if getattr(obj, name) is not value:
+        object.__setattr__(obj, name, value)
 
 
 def default_classes() -> dict[AgentType, ClassSpec]:
@@ -210,76 +227,91 @@ class ObsConfig:
 
     # ego (table 9)
     agent_type: bool = True
+    """Ego type code, 1 value: vehicle 1, pedestrian 2, cyclist 3 (table 9)."""
     rel_goal_pos: bool = True
+    """Ego-frame goal position, 2 values scaled by ``goal_scale`` (table 9)."""
     goal_dropout_flag: bool = True
+    """1 value: 1 while the goal is hidden (table 9)."""
     state_dropout_flag: bool = True
+    """1 value: 1 while the ego state features are dropped (table 9)."""
     speed: bool = True
+    """Signed ego speed, 1 value scaled by ``speed_scale`` (table 9)."""
     vehicle_dims: bool = True
+    """(width / 15, length / 30), 2 values (table 9)."""
     collision_state: bool = True
+    """1 value: 1 while in collision (table 9)."""
     steering_angle: bool = True
+    """Steering angle / pi, 1 value (table 9)."""
     acceleration: bool = True
+    """(a_long / 5, a_lat / 4), 2 values (table 9)."""
     stop_sign_state: bool = True
-    """Filled by the traffic-rules layer; zeros until stop signs are simulated."""
+    """One-hot (not in region, must stop, cleared), 3 values, from the traffic-rules layer (table 9)."""
     alpha_params: bool = True
+    """The active reward parameters normalized to [-1, 1] (table 9, appendix B)."""
     kinematic_params: bool = True
+    """The four kinematic coefficients normalized to [-1, 1] (table 9, appendix D.4)."""
     lane_state: bool = False
-    """Optional (off by default): (heading residual / pi, lateral offset / 2.5)."""
+    """Optional, off by default: (heading residual / pi, lateral offset / 2.5) (appendix C, below table 9)."""
     goal_scale: float = 0.005
-    """rel_goal_pos = ego-frame goal position (m) x this (table 9: 0.005, so 200 m reads as 1). Raise it
-    when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
+    """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
+    it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
     speed_scale: float = 0.01
-    """Ego speed feature = signed speed (m/s) x this (table 9: 1/100)."""
+    """Ego speed feature = signed speed (m/s) x this, s/m (table 9: 1/100)."""
     # partners (table 10)
     partners: bool = True
+    """The partner group: up to ``max_partners`` nearest agents, 8 values each (table 10)."""
     max_partners: int = 20
+    """Partner slots per agent, a count in [0, 4096] (table 7: 20)."""
     partner_radius: float = 50.0
+    """Partners further than this are not observed (m) (table 7: 50 m)."""
     partner_acceleration: bool = False
+    """Optional partner (a_long / 5, a_lat / 4), off by default (table 10)."""
     # road (table 11)
     road: bool = True
+    """The road group: up to ``max_road_segments`` nearest segments, 7 values each (table 11)."""
     max_road_segments: int = 200
+    """Road-segment slots per agent, a count in [0, 4096] (table 7: 200)."""
     road_radius: float = 50.0
+    """Road segments further than this are not observed (m) (ours; the paper gives no road radius)."""
     road_segment_length: float = 10.0
-    """Lane, line and edge polylines are cut into observation segments at most this long (m)."""
-    # traffic entities (table 12): slots reserved, written by the traffic-rules layer
+    """Lane, line and edge polylines are cut into observation segments at most this long (m) (ours)."""
+    # traffic entities (table 12): stop lines and their signals
     traffic: bool = True
+    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12)."""
     max_traffic: int = 16
+    """Traffic-entity slots per agent, a count in [0, 4096] (table 7: 16)."""
     traffic_radius: float = 100.0
+    """Traffic entities further than this are not observed (m) (table 7: 100 m)."""
     z_gate: float = 2.5
-    """Entities more than this far away in z are not observed (appendix A)."""
+    """Entities more than this far away in z are not observed (m) (table 7: 2.5 m)."""
     dtype: str = "float32"
     """"float32" or "float16" (16-bit observations halve bandwidth, section 3.1)."""
     noise_std: float = 0.0
-    """Optional Gaussian noise (std, in observation units) added to every observed value; 0 = off."""
+    """Optional Gaussian noise (std, in observation units) added to every observed value; 0 = off (ours)."""
     noise_clip: float = 0.05
-    """The noise is clipped to +- this value."""
+    """The noise is clipped to +- this value, in observation units (ours)."""
     slot_dropout: float = 0.0
-    """Optional probability of zeroing each partner and road entity slot; 0 = off."""
+    """Optional probability of zeroing each partner and road entity slot; 0 = off (ours)."""
     state_dropout: float = 0.0
-    """Optional probability per step of zeroing the ego state features (the state_dropout_flag says so)."""
+    """Optional probability per step of zeroing the ego state features (table 9 names the flag that
+    says so; the probability is ours)."""
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.type == "bool":
+                check_bool(f"ObsConfig.{f.name}", getattr(self, f.name))
         if self.dtype not in ("float32", "float16"):
             raise ValueError(f"ObsConfig.dtype: 'float32' or 'float16', got {self.dtype!r}")
         for name in ("max_partners", "max_road_segments", "max_traffic"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, np.integer)) and 0 <= v <= 4096):
-                raise ValueError(f"ObsConfig.{name}: an integer in [0, 4096], got {v!r}")
+            check_int(f"ObsConfig.{name}", getattr(self, name), 0, 4096)
         for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "road_segment_length"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"ObsConfig.{name}: a positive finite number of metres, got {v!r}")
+            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of metres")
         for name in ("goal_scale", "speed_scale"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"ObsConfig.{name}: a positive finite scale, got {v!r}")
+            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True)
         for name in ("noise_std", "noise_clip"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"ObsConfig.{name}: must be >= 0, got {v!r}")
+            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0)
         for name in ("slot_dropout", "state_dropout"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"ObsConfig.{name}: a probability in [0, 1], got {v!r}")
+            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -287,54 +319,72 @@ class InitConfig:
     """Scene initialization (appendix D)."""
 
     mode: InitMode = InitMode.RANDOM
+    """RANDOM placement, LOG (the map's logged tracks at their first step) or HYBRID (appendix D, D.3;
+    the paper's default composition is random)."""
     p_random: float = 1.0
-    """HYBRID: probability that a world is initialized randomly rather than from its log."""
+    """HYBRID: probability in [0, 1] that a world is initialized randomly rather than from its log
+    (appendix D.3)."""
     num_agents: tuple[int, int] = (8, 32)
-    """Agents per world, drawn uniformly (inclusive) at each reset; may exceed any log."""
+    """(min, max) agents per world, drawn uniformly (inclusive) at each reset; may exceed any log
+    (appendix D.1 makes the range configurable; the values are ours)."""
     class_weights: tuple[float, float, float, float, float] = (1.0, 0.0, 0.0, 0.0, 0.0)
-    """Relative frequency of car, truck, bus, pedestrian, cyclist among randomly placed agents."""
+    """Relative frequency (non-negative, not all zero) of car, truck, bus, pedestrian, cyclist among
+    randomly placed agents (ours; table 15 lists which classes each policy sees)."""
     controlled: tuple[bool, bool, bool, bool, bool] = (True, True, True, False, False)
-    """Which classes the policy controls (planner: vehicles only); others are background agents."""
+    """Which classes the policy controls (appendix D.2, table 15: the planner controls vehicles only);
+    others are background agents."""
     initial_speed: tuple[float, float] = (0.0, 2.0)
-    """Initial speed range for random placement (m/s): low speed, appendix D.1."""
+    """(min, max) initial speed for random placement (m/s): "low speed", appendix D.1 (range ours)."""
     goal_distance: tuple[float, float] = (20.0, 120.0)
-    """Goal arc length along the lane graph (m)."""
+    """(min, max) goal arc length along the lane graph (m) (appendix D.5 omits the bounds; ours)."""
     goal_min_forward: float = 5.0
-    """A goal must lie at least this far ahead of the agent along its heading (m)."""
+    """A goal must lie at least this far ahead of the agent along its heading (m) (appendix D.5's
+    alignment filter; the value is ours)."""
     goal_dropout: tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
-    """Per-class fraction of controlled agents whose goal is hidden (section 5.1)."""
+    """Per-class probability in [0, 1] that a controlled agent's goal is hidden (table 15: 0.3)."""
     goal_behavior: GoalBehavior = GoalBehavior.NEW_GOAL
+    """What reaching the goal does: a new goal, or halt and terminate (section 4.2, appendix D.5)."""
     placement_tries: int = 50
-    """Rejection-sampling attempts per agent before the world is filled with fewer agents."""
+    """Rejection-sampling attempts per agent, in [1, 10_000], before the world is filled with fewer
+    agents (appendix D.1 samples by rejection; the count is ours). Bounded because a reset runs every
+    try inside the compiled engine without returning to Python, so a huge count hangs it."""
     spawn_clearance: float = 1.0
-    """Extra gap (m) around a new agent's box that must be free of other agents."""
+    """Extra gap (m) around a new agent's box that must be free of other agents (ours)."""
     idm_fraction: float = 0.0
-    """Share of the background vehicles (cars, trucks, buses the policy does not control) driven by
-    the IDM controller; the rest stay parked where they were placed."""
+    """Share in [0, 1] of the background vehicles (cars, trucks, buses the policy does not control)
+    driven by the IDM controller (section 4.4); the rest stay parked where they were placed (ours)."""
     kinematic_range: tuple[float, float] = (0.5, 1.5)
-    """Range of the four kinematic coefficients (appendix D.4)."""
+    """(min, max) of the four kinematic coefficients, dimensionless (appendix D.4, table 13: [0.5, 1.5])."""
     randomize_kinematics: bool = True
+    """Draw the kinematic coefficients per agent at reset (appendix D.4); False holds them at 1."""
 
     def __post_init__(self) -> None:
-        lo, hi = self.num_agents
-        if not (1 <= lo <= hi):
-            raise ValueError(f"InitConfig.num_agents: need 1 <= min <= max, got {self.num_agents}")
-        if not 0.0 <= self.p_random <= 1.0:
-            raise ValueError(f"InitConfig.p_random: a probability in [0, 1], got {self.p_random}")
-        if len(self.class_weights) != 5 or min(self.class_weights) < 0 or sum(self.class_weights) <= 0:
-            raise ValueError(f"InitConfig.class_weights: five non-negative weights, not all zero, got {self.class_weights}")
-        if len(self.controlled) != 5 or len(self.goal_dropout) != 5:
-            raise ValueError("InitConfig.controlled and goal_dropout: one entry per agent class (5)")
-        if not all(0.0 <= p <= 1.0 for p in self.goal_dropout):
-            raise ValueError(f"InitConfig.goal_dropout: probabilities in [0, 1], got {self.goal_dropout}")
+        _set(self, "mode", check_enum("InitConfig.mode", self.mode, InitMode))
+        _set(self, "goal_behavior", check_enum("InitConfig.goal_behavior", self.goal_behavior, GoalBehavior))
+        check_float("InitConfig.p_random", self.p_random, 0.0, 1.0)
+        _set(self, "num_agents", check_pair("InitConfig.num_agents", self.num_agents, 1, ints=True))
+        w = check_tuple("InitConfig.class_weights", self.class_weights, 5)
+        for i, x in enumerate(w):
+            check_float(f"InitConfig.class_weights[{i}]", x, 0.0)
+        if sum(w) <= 0:
+            raise ValueError(f"InitConfig.class_weights: five non-negative weights, not all zero, got {w}")
+        _set(self, "class_weights", w)
+        ctrl = check_tuple("InitConfig.controlled", self.controlled, 5)
+        for i, x in enumerate(ctrl):
+            check_bool(f"InitConfig.controlled[{i}]", x)
+        _set(self, "controlled", ctrl)
+        drop = check_tuple("InitConfig.goal_dropout", self.goal_dropout, 5)
+        for i, x in enumerate(drop):
+            check_float(f"InitConfig.goal_dropout[{i}]", x, 0.0, 1.0)
+        _set(self, "goal_dropout", drop)
         for name in ("initial_speed", "goal_distance", "kinematic_range"):
-            a, b = getattr(self, name)
-            if not (0 <= a <= b and math.isfinite(b)):
-                raise ValueError(f"InitConfig.{name}: need 0 <= min <= max, got {(a, b)}")
-        if not 0.0 <= self.idm_fraction <= 1.0:
-            raise ValueError(f"InitConfig.idm_fraction: a share in [0, 1], got {self.idm_fraction!r}")
-        if self.placement_tries < 1:
-            raise ValueError(f"InitConfig.placement_tries: at least 1, got {self.placement_tries}")
+            _set(self, name, check_pair(f"InitConfig.{name}", getattr(self, name), 0.0))
+        for name in ("goal_min_forward", "spawn_clearance"):
+            check_float(f"InitConfig.{name}", getattr(self, name), 0.0, unit=" of metres")
+        check_float("InitConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
+        check_int("InitConfig.placement_tries", self.placement_tries, 1, MAX_PLACEMENT_TRIES,
+                  " (a reset cannot be interrupted while it tries)")
+        check_bool("InitConfig.randomize_kinematics", self.randomize_kinematics)
 
 
 class SignalController(IntEnum):
@@ -353,83 +403,87 @@ class SignalConfig:
     """Signals and stop signs (TerraZero sections 3.3 and 4.5). Times in seconds, speeds in m/s."""
 
     controller: SignalController = SignalController.CHRISTMAS
+    """Which traffic-light controller drives every intersection (section 4.5: Christmas by default)."""
     christmas_green: tuple[float, float] = (12.0, 0.3)
-    """LogNormal (median, sigma) of a green dwell."""
+    """CHRISTMAS: LogNormal (median s, sigma) of a green dwell (section 4.5 names LogNormal; values ours)."""
     christmas_yellow: tuple[float, float] = (3.0, 0.1)
+    """CHRISTMAS: LogNormal (median s, sigma) of a yellow dwell (ours)."""
     christmas_red: tuple[float, float] = (15.0, 0.4)
+    """CHRISTMAS: LogNormal (median s, sigma) of a red dwell (ours)."""
     left_green: float = 8.0
-    """NEMA protected-left green."""
+    """NEMA protected-left green (s) (ours)."""
     through_green: float = 20.0
-    """NEMA through green; round-robin leg green."""
+    """NEMA through green; round-robin leg green (s) (ours)."""
     yellow: float = 3.0
+    """NEMA and round-robin yellow (s) (ours)."""
     all_red: float = 1.0
+    """NEMA and round-robin all-red clearance (s), may be 0 (ours)."""
     permissive_left_prob: float = 0.5
-    """Per-intersection probability that protected lefts are flipped to permissive at reset."""
+    """Per-intersection probability in [0, 1] that protected lefts are flipped to permissive at reset
+    (section 4.5 describes the draw; the probability is ours)."""
     stop_speed: float = 0.5
-    """A stop sign counts the dwell only below this speed."""
+    """A stop sign counts the dwell only below this speed (m/s) (ours)."""
     stop_dwell: tuple[float, float] = (1.0, 3.0)
-    """Required dwell at a stop sign, drawn per approach."""
+    """(min, max) required dwell at a stop sign (s), drawn per approach (ours)."""
     stop_region: float = 8.0
-    """Distance before a stop bar within which an agent is in the stop sign's region (m)."""
+    """Distance before a stop bar within which an agent is in the stop sign's region (m) (ours)."""
 
     def __post_init__(self) -> None:
+        _set(self, "controller", check_enum("SignalConfig.controller", self.controller, SignalController))
         for name in ("christmas_green", "christmas_yellow", "christmas_red"):
-            med, sig = getattr(self, name)
-            if not (med > 0 and sig >= 0 and math.isfinite(med) and math.isfinite(sig)):
-                raise ValueError(f"SignalConfig.{name}: (median > 0, sigma >= 0), got {(med, sig)}")
-        for name in ("left_green", "through_green", "yellow", "stop_region"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"SignalConfig.{name}: a positive number of seconds or metres, got {v!r}")
-        if not (math.isfinite(self.all_red) and self.all_red >= 0):
-            raise ValueError(f"SignalConfig.all_red: seconds >= 0, got {self.all_red!r}")
-        if not 0.0 <= self.permissive_left_prob <= 1.0:
-            raise ValueError(f"SignalConfig.permissive_left_prob: a probability, got {self.permissive_left_prob!r}")
-        lo, hi = self.stop_dwell
-        if not (0 <= lo <= hi and math.isfinite(hi)) or not self.stop_speed > 0:
-            raise ValueError("SignalConfig.stop_dwell must be (min, max) with 0 <= min <= max; stop_speed > 0")
+            t = check_tuple(f"SignalConfig.{name}", getattr(self, name), 2)
+            check_float(f"SignalConfig.{name} median", t[0], 0.0, lo_open=True, unit=" of seconds")
+            check_float(f"SignalConfig.{name} sigma", t[1], 0.0)
+            _set(self, name, t)
+        for name in ("left_green", "through_green", "yellow"):
+            check_float(f"SignalConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of seconds")
+        check_float("SignalConfig.all_red", self.all_red, 0.0, unit=" of seconds")
+        check_float("SignalConfig.stop_region", self.stop_region, 0.0, lo_open=True, unit=" of metres")
+        check_float("SignalConfig.stop_speed", self.stop_speed, 0.0, lo_open=True, unit=" (m/s)")
+        check_float("SignalConfig.permissive_left_prob", self.permissive_left_prob, 0.0, 1.0)
+        _set(self, "stop_dwell", check_pair("SignalConfig.stop_dwell", self.stop_dwell, 0.0, unit=" of seconds"))
 
 
 @dataclass(frozen=True)
 class IdmConfig:
     """Reactive IDM vehicles (TerraZero section 4.4; Treiber et al. 2000). Per-mode values are
-    (default, assertive, cautious)."""
+    (default, assertive, cautious): section 4.4 names the three modes; their values are ours."""
 
     v0_scale: tuple[float, float, float] = (1.0, 1.15, 0.85)
-    """Desired speed as a fraction of the lane's speed limit."""
+    """Desired speed as a fraction of the lane's speed limit, dimensionless (ours)."""
     time_headway: tuple[float, float, float] = (1.5, 1.0, 2.0)
-    """T (s)."""
+    """T (s) (Treiber et al. 2000 use 1.5 s; the mode spread is ours)."""
     max_accel: tuple[float, float, float] = (1.5, 2.0, 1.0)
-    """a (m/s^2)."""
+    """a (m/s^2) (ours, near Treiber et al.'s urban values)."""
     comfort_decel: tuple[float, float, float] = (2.0, 3.0, 1.5)
-    """b (m/s^2)."""
+    """b (m/s^2) (ours, near Treiber et al.'s values)."""
     min_gap: tuple[float, float, float] = (2.0, 1.5, 3.0)
-    """s0 (m)."""
+    """s0 (m) (Treiber et al. 2000 use 2 m; the mode spread is ours)."""
     delta: float = 4.0
+    """Acceleration exponent, dimensionless (Treiber et al. 2000: 4)."""
     lookahead: float = 50.0
-    """How far ahead a leader is searched for (m)."""
+    """How far ahead a leader is searched for (m) (ours)."""
     reroll_prob: float = 0.001
-    """Per-step probability that a vehicle redraws its behaviour mode."""
+    """Per-step probability in [0, 1] that a vehicle redraws its behaviour mode (section 4.4 allows
+    rerolls; the probability is ours)."""
     max_decel: float = 8.0
-    """Braking clip (m/s^2)."""
+    """Braking clip (m/s^2) (ours)."""
     curve_lat_accel: float = 2.0
     """Lateral acceleration (m/s^2) the desired speed allows in curves; the vehicle brakes
-    comfortably ahead of them."""
+    comfortably ahead of them (ours)."""
     side_margin: float = 0.3
-    """Lateral clearance (m) the swept body keeps from other agents when finding the leader."""
+    """Lateral clearance (m) the swept body keeps from other agents when finding the leader (ours)."""
 
     def __post_init__(self) -> None:
         for name in ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap"):
-            v = getattr(self, name)
-            if len(v) != 3 or not all(math.isfinite(x) and x > 0 for x in v):
-                raise ValueError(f"IdmConfig.{name}: three positive values (default, assertive, cautious), got {v!r}")
+            t = check_tuple(f"IdmConfig.{name}", getattr(self, name), 3)
+            for i, mode in enumerate(("default", "assertive", "cautious")):
+                check_float(f"IdmConfig.{name}[{i}] ({mode})", t[i], 0.0, lo_open=True)
+            _set(self, name, t)
         for name in ("delta", "lookahead", "max_decel", "curve_lat_accel"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"IdmConfig.{name}: a positive number, got {getattr(self, name)!r}")
-        if not (math.isfinite(self.side_margin) and self.side_margin >= 0):
-            raise ValueError(f"IdmConfig.side_margin: metres >= 0, got {self.side_margin!r}")
-        if not 0.0 <= self.reroll_prob <= 1.0:
-            raise ValueError(f"IdmConfig.reroll_prob: a probability, got {self.reroll_prob!r}")
+            check_float(f"IdmConfig.{name}", getattr(self, name), 0.0, lo_open=True)
+        check_float("IdmConfig.side_margin", self.side_margin, 0.0, unit=" of metres")
+        check_float("IdmConfig.reroll_prob", self.reroll_prob, 0.0, 1.0)
 
 
 def _default_consequences() -> dict[str, Consequence]:
@@ -441,64 +495,96 @@ class EngineConfig:
     """Everything the engine needs besides the map."""
 
     maps: tuple[str, ...] = ("grid_town",)
-    """Map sources (bundled names or ``.tzb``/``.json``/``.yaml`` paths); worlds take them round-robin."""
+    """Map sources (bundled names or ``.tzb``/``.json``/``.yaml`` paths); worlds take them round-robin
+    (ours: the bundled procedural towns)."""
     num_worlds: int = 1
+    """W: worlds stepped together, a count in [1, 65_536] (table 14 runs 32 per GPU; the default is ours).
+    ``num_worlds * slots_per_world`` is at most 2**20: every slot's observation buffer is allocated at
+    construction."""
     slots_per_world: int = 32
-    """K: policy-controlled slots per world."""
+    """K: policy-controlled slots per world, a count in [1, 4096] (table 14: 512 agents over 32
+    environments is 16; the default is ours)."""
     max_agents_per_world: int = 64
-    """All agents (controlled and background) a world can hold."""
+    """All agents (controlled and background) a world can hold, a count in [slots_per_world, 4096] (ours)."""
     dt: float = 0.1
-    """Simulation step (s), appendix A."""
+    """Simulation step (s), in (0, 1] (table 7: 0.1 s)."""
     episode_length: int = 256
-    """Steps until truncation (25.6 s), appendix A."""
+    """Steps until truncation, in [1, 2**31 - 1] (table 7: 256 steps, 25.6 s)."""
     consequences: Mapping[str, Consequence] = field(default_factory=_default_consequences)
-    """Per violation ("collision", "offroad", "wrong_way"): NONE, STOP or REMOVE."""
+    """Per violation ("collision", "offroad", "wrong_way"): NONE, STOP or REMOVE (section 3.3 describes
+    the choices; the defaults are ours)."""
     wrong_way_angle: float = math.radians(120.0)
-    """Heading residual (rad) beyond which moving travel counts as reversed (wrong way)."""
+    """Heading residual (rad), in [0, pi], beyond which moving travel counts as reversed (wrong way)
+    (section 3.3 penalizes reversed travel; the angle is ours)."""
     lane_max_distance: float = 8.0
-    """An agent further than this from every lane centerline has no current lane (m)."""
+    """An agent further than this from every lane centerline has no current lane (m) (ours)."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
+    """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
+    """Per reward parameter, its (vehicle, pedestrian, cyclist) settings (appendix B, table 8)."""
     obs: ObsConfig = field(default_factory=ObsConfig)
+    """Observation features (appendix C, tables 9-12)."""
     init: InitConfig = field(default_factory=InitConfig)
+    """Scene initialization (appendix D)."""
     signals: SignalConfig = field(default_factory=SignalConfig)
+    """Signals and stop signs (sections 3.3, 4.5)."""
     idm: IdmConfig = field(default_factory=IdmConfig)
+    """Reactive IDM vehicles (section 4.4)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.maps, str) or len(self.maps) == 0:
-            raise ValueError(f"EngineConfig.maps: a non-empty list of map sources, got {self.maps!r}")
-        for name in ("num_worlds", "slots_per_world", "max_agents_per_world", "episode_length"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, np.integer)) and v >= 1):
-                raise ValueError(f"EngineConfig.{name}: a positive integer, got {v!r}")
+        maps = check_tuple("EngineConfig.maps", self.maps, min_len=1)
+        for i, m in enumerate(maps):
+            if not isinstance(m, (str, os.PathLike)) or not str(m):
+                raise ValueError(f"EngineConfig.maps[{i}]: a bundled map name or a file path, got {m!r}")
+        _set(self, "maps", maps)
+        check_int("EngineConfig.num_worlds", self.num_worlds, 1, 65_536)
+        check_int("EngineConfig.slots_per_world", self.slots_per_world, 1, 4096)
+        check_int("EngineConfig.max_agents_per_world", self.max_agents_per_world, 1, 4096)
+        check_int("EngineConfig.episode_length", self.episode_length, 1, 2**31 - 1)
+        if self.num_worlds * self.slots_per_world > 2**20:
+            raise ValueError(f"EngineConfig.num_worlds x slots_per_world: at most {2**20} slots (buffers are "
+                             f"allocated per slot), got {self.num_worlds} x {self.slots_per_world}")
+        for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"EngineConfig.{name}: a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         if self.max_agents_per_world < self.slots_per_world:
             raise ValueError("EngineConfig.max_agents_per_world must be >= slots_per_world "
                              f"({self.max_agents_per_world} < {self.slots_per_world})")
         if self.init.num_agents[1] > self.max_agents_per_world:
             raise ValueError(f"InitConfig.num_agents max {self.init.num_agents[1]} exceeds "
                              f"EngineConfig.max_agents_per_world {self.max_agents_per_world}")
-        if not (math.isfinite(self.dt) and 0 < self.dt <= 1.0):
-            raise ValueError(f"EngineConfig.dt: seconds in (0, 1], got {self.dt!r}")
+        check_float("EngineConfig.dt", self.dt, 0.0, 1.0, lo_open=True, unit=" of seconds")
+        check_float("EngineConfig.wrong_way_angle", self.wrong_way_angle, 0.0, math.pi, unit=" of radians")
+        check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
+        if not isinstance(self.consequences, Mapping):
+            raise ValueError(f"EngineConfig.consequences: a mapping of violation to consequence, got {self.consequences!r}")
         unknown = set(self.consequences) - {"collision", "offroad", "wrong_way"}
         if unknown:
             raise ValueError(f"EngineConfig.consequences: unknown violations {sorted(unknown)}")
         for k, v in self.consequences.items():
-            if v not in tuple(Consequence):
-                raise ValueError(f"EngineConfig.consequences[{k!r}]: one of none/stop/remove, got {v!r}")
+            check_enum(f"EngineConfig.consequences[{k!r}]", v, Consequence)
+        if not isinstance(self.classes, Mapping):
+            raise ValueError(f"EngineConfig.classes: a mapping of agent type to ClassSpec, got {self.classes!r}")
         missing = set(AgentType) - set(self.classes)
         if missing:
             raise ValueError(f"EngineConfig.classes: missing {sorted(m.name for m in missing)}")
+        for k, spec in self.classes.items():
+            if not isinstance(spec, ClassSpec):
+                raise ValueError(f"EngineConfig.classes[{k!r}]: a ClassSpec, got {type(spec).__name__}")
+        if not isinstance(self.rewards, Mapping):
+            raise ValueError(f"EngineConfig.rewards: a mapping of reward parameter to settings, got {self.rewards!r}")
         if set(self.rewards) != set(REWARD_PARAMS):
             raise ValueError(f"EngineConfig.rewards: need exactly the parameters {REWARD_PARAMS}; "
                              f"unknown {sorted(set(self.rewards) - set(REWARD_PARAMS))}, "
                              f"missing {sorted(set(REWARD_PARAMS) - set(self.rewards))}")
         for k, cols in self.rewards.items():
+            where = f"EngineConfig.rewards[{k!r}]"
+            cols = check_tuple(where, cols)
             if len(cols) != 3:
-                raise ValueError(f"EngineConfig.rewards[{k!r}]: (vehicle, pedestrian, cyclist) settings")
-            for c in cols:
-                if c is not None and not (len(c) == 2 and all(math.isfinite(x) for x in c) and c[0] <= c[1]):
-                    raise ValueError(f"EngineConfig.rewards[{k!r}]: each setting is None or (min, max) "
-                                     f"with min <= max, got {c!r}")
+                raise ValueError(f"{where}: (vehicle, pedestrian, cyclist) settings, got {cols!r}")
+            for col, c in zip(("vehicle", "pedestrian", "cyclist"), cols):
+                if c is not None:
+                    check_pair(f"{where} {col}", c, None)
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
         """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""

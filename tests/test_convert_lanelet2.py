@@ -46,6 +46,7 @@ def _reference(path: Path) -> dict:
             "following": following}
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.parametrize("town", TOWNS)
 def test_carla_map_matches_lanelet2(maps_dir, town, tmp_path):
@@ -120,6 +121,7 @@ def test_projection_matches_lanelet2_utm(maps_dir):
     np.testing.assert_allclose(np.stack([x, y], axis=1), ref, atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.parametrize("town", ["carla_Town03", "carla_Town10HD"])
 def test_carla_render(maps_dir, town):

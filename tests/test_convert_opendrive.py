@@ -235,6 +235,7 @@ def _xml_driving_lanes(path: Path) -> int:
     return n
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.parametrize("name", TOWNS)
 def test_carla_town_converts_and_builds(name, tmp_path):

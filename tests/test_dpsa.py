@@ -129,6 +129,7 @@ def test_sampling_stats_for_per_env_autoreset():
     assert s["N_total"] == 24 and s["N_valid"] == 22 and s["episodes"] == 2
 
 
+@pytest.mark.slow
 def test_make_dpsa_vec_steps_only_live_envs_in_process_and_in_workers():
     for asynchronous in (False, True):
         venv = make_dpsa_vec([lambda lens=lens: ScriptedEnv(lens) for lens in LENGTHS], threshold=1.0,

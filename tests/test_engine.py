@@ -81,6 +81,7 @@ def test_offroad_ignores_geometry_on_another_level(road):
     assert not _engine.footprint_offroad(rm, across_stub, z=6.0)[0]  # 6 m above: an overpass
 
 
+@pytest.mark.slow
 def test_sat_agrees_with_shapely_on_10000_random_box_pairs():
     rng = np.random.default_rng(5)
     n = 10_000
@@ -541,7 +542,7 @@ def test_bad_reset_arguments_and_unknown_agent_types(town):
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda: EngineConfig(num_worlds=0), r"EngineConfig.num_worlds: a positive integer"),
+    (lambda: EngineConfig(num_worlds=0), r"EngineConfig.num_worlds: an integer in \[1, 65536\]"),
     (lambda: EngineConfig(slots_per_world=40, max_agents_per_world=32), "max_agents_per_world must be >= slots"),
     (lambda: ObsConfig(dtype="int8"), "ObsConfig.dtype"),
     (lambda: ObsConfig(partner_radius=-1.0), "ObsConfig.partner_radius"),

@@ -19,17 +19,12 @@ from terrazero_env.agents.evaluate import (
     RATES,
     check_compatible,
     evaluate,
-    format_table,
     load_checkpoint,
     resolve_run,
-    summarize,
-    t_quantile,
-    wilson_interval,
 )
 from terrazero_env.agents.policies import layout_from_env
 
 import terrazero_env
-from terrazero_env import _engine
 from terrazero_env.cli import main
 from terrazero_env.config_io import dump_config, load_config
 
@@ -114,38 +109,6 @@ def test_a_smaller_deterministic_sample_is_a_prefix_of_a_larger_one(model):
     assert len(large["return"]) == 9
 
 
-def test_wilson_interval_and_t_quantile():
-    # 3 of 10 by hand: p = .3, z = 1.96: centre (.3 + .19208) / 1.38415 = .35548,
-    # half 1.96 * sqrt(.021 + .0096) / 1.38415 = .24769.
-    lo, hi = wilson_interval(3, 10)
-    assert lo == pytest.approx(0.107791, abs=1e-6) and hi == pytest.approx(0.603222, abs=1e-6)
-    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
-    assert t_quantile(1) == pytest.approx(12.7062, abs=1e-4) and t_quantile(9) == pytest.approx(2.2622, abs=1e-4)
-    stats = pytest.importorskip("scipy.stats")
-    for k, n in [(0, 1), (1, 1), (0, 7), (2, 7), (7, 7), (13, 40), (250, 1000)]:
-        ci = stats.binomtest(k, n).proportion_ci(method="wilson")
-        assert wilson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
-    for df in (1, 2, 3, 4, 9, 30, 199, 200, 201, 500, 10_000):
-        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9)
-    with pytest.raises(ValueError):
-        wilson_interval(3, 0)
-
-
-def test_a_counter_the_engine_lacks_is_reported_not_invented():
-    names = [n for n in _engine.COUNTER_NAMES if n != "red_light"]
-    per = {"events": {n: [True, False, False] for n in names}, "progress": [0.5, 0.1, -0.2],
-           "return": [1.0, 2.0, 4.0]}
-    rows = summarize(per)
-    assert rows["red_light_rate"]["value"] is None and "red_light" in rows["red_light_rate"]["note"]
-    assert rows["collision_rate"]["count"] == 1
-    assert rows["mean_return"]["value"] == pytest.approx(7 / 3)
-    half = t_quantile(2) * np.std([1.0, 2.0, 4.0], ddof=1) / math.sqrt(3)
-    assert rows["mean_return"]["ci_high"] == pytest.approx(7 / 3 + half)
-    table = format_table({"rows": rows})
-    line = next(ln for ln in table.splitlines() if ln.startswith("red-light violation rate"))
-    assert "n/a" in line and "not measured" in line
-
-
 def test_bad_or_missing_checkpoint_exits_2_naming_it(run_dir, tmp_path, capsys):
     missing = tmp_path / "nowhere" / "checkpoint.zip"
     assert main(["eval", str(missing)]) == 2
@@ -212,6 +175,7 @@ def test_video_gif_is_written_and_mp4_needs_ffmpeg(run_dir, tmp_path, capsys, mo
     assert "imageio-ffmpeg" in capsys.readouterr().err and not mp4.exists()
 
 
+@pytest.mark.slow
 def test_video_zoom_follows_an_agent_and_a_bad_zoom_is_refused(run_dir, tmp_path, capsys):
     import imageio.v3 as iio
 

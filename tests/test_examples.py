@@ -32,11 +32,13 @@ def test_engine_loop():
     assert "live agent-steps/s" in out and "road segments seen by slot 0" in out
 
 
+@pytest.mark.slow
 def test_render_rollout(tmp_path):
     out = run("render_rollout.py", "--steps", "5", "--out", str(tmp_path / "r.gif"))
     assert (tmp_path / "r.gif").stat().st_size > 10_000 and "wrote" in out
 
 
+@pytest.mark.slow
 def test_sb3_ppo(tmp_path):
     pytest.importorskip("stable_baselines3")
     out = run("sb3_ppo.py", "--timesteps", "512", "--save", str(tmp_path / "ppo.zip"), timeout=300)
@@ -51,6 +53,7 @@ def test_cli_render_writes_an_animation(tmp_path):
     assert (tmp_path / "roll.gif").is_file() and "5 frames" in r.stdout
 
 
+@pytest.mark.slow
 def test_cli_train_prints_progress_and_leaves_a_loadable_checkpoint(tmp_path):
     pytest.importorskip("stable_baselines3")
     import json

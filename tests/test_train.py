@@ -55,6 +55,7 @@ def _assert_same_tensors(a: dict, b: dict, atol: float = 0.0) -> None:
 # --------------------------------------------------------------------------- data parallelism
 
 
+@pytest.mark.slow
 def test_two_rank_update_over_halves_equals_one_rank_update_over_the_whole(tmp_path):
     _torchrun([str(HERE / "dist_worker.py"), str(tmp_path)])
     r0, r1 = _load(tmp_path / "rank0.pt"), _load(tmp_path / "rank1.pt")
@@ -72,6 +73,7 @@ def test_two_rank_update_over_halves_equals_one_rank_update_over_the_whole(tmp_p
     np.testing.assert_allclose(r0["popart_whole"], expected, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_training_under_torchrun_keeps_the_ranks_identical(tmp_path):
     out = tmp_path / "run"
     steps = 2 * 4 * 16 * 3  # two ranks of one world (four slots), 16-step rollouts, three iterations
@@ -128,6 +130,7 @@ def test_a_stop_request_saves_a_checkpoint_and_ends_cleanly(tmp_path):
     assert model.num_timesteps == 2 * 2 * 4 * 16
 
 
+@pytest.mark.slow
 def test_sigint_saves_a_checkpoint_and_exits_zero(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "terrazero_env.agents.launch", "--total-steps", "10000000", "--out", str(out),

@@ -228,6 +228,7 @@ def test_close_stops_the_workers_and_unlinks_the_shared_memory():
         MultiProcessEngine(_config(2), 3)
 
 
+@pytest.mark.slow
 def test_garbage_collection_stops_the_workers():
     eng = MultiProcessEngine(_config(2), 2)
     pids, name = eng.worker_pids(), eng.segment_name
@@ -250,6 +251,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_workers_exit_when_the_parent_dies_and_a_clean_run_prints_nothing():
     clean = subprocess.run([sys.executable, "-c", _CHILD, "close"], capture_output=True, text=True, timeout=120)
     assert clean.returncode == 0 and clean.stderr == ""  # no resource_tracker warnings

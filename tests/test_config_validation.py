@@ -1,0 +1,259 @@
+"""Every config field is checked at construction: a bad value of the wrong type, out of range, NaN,
+a float where a count belongs or an integer outside its enum raises ``ValueError`` whose message
+names the field (issue 14, point 5), and the same values from a YAML config or ``--set`` give the
+same message. Valid values are stored in canonical form (enum members, tuples)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from terrazero_env.config import (
+    MAX_PLACEMENT_TRIES,
+    AgentType,
+    ClassSpec,
+    Consequence,
+    DynamicsModel,
+    EngineConfig,
+    GoalBehavior,
+    IdmConfig,
+    InitConfig,
+    InitMode,
+    ObsConfig,
+    SignalConfig,
+    SignalController,
+    default_classes,
+)
+from terrazero_env.config_io import load_config
+
+NAN, INF = math.nan, math.inf
+CAR = dict(dynamics=DynamicsModel.BICYCLE_JERK, length=(3.8, 5.2), width=(1.7, 2.1), height=(1.4, 1.8),
+           action_long=(-4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0))
+
+#: (dataclass, field, bad value, the message must contain). One row per way a field can be wrong.
+BAD: list[tuple[type, str, object, str]] = [
+    # ClassSpec
+    (ClassSpec, "dynamics", 9, "ClassSpec.dynamics"),
+    (ClassSpec, "dynamics", "warp", "ClassSpec.dynamics"),
+    (ClassSpec, "length", (5.0, 3.0), "ClassSpec.length"),
+    (ClassSpec, "length", (0.0, 3.0), "ClassSpec.length"),
+    (ClassSpec, "width", (1.0, NAN), "ClassSpec.width"),
+    (ClassSpec, "height", 1.5, "ClassSpec.height"),
+    (ClassSpec, "action_long", (), "ClassSpec.action_long"),
+    (ClassSpec, "action_lat", (0.0, INF), "ClassSpec.action_lat[1]"),
+    (ClassSpec, "action_lat", "left", "ClassSpec.action_lat"),
+    (ClassSpec, "max_speed", -1.0, "ClassSpec.max_speed"),
+    (ClassSpec, "max_speed", NAN, "ClassSpec.max_speed"),
+    (ClassSpec, "max_reverse_speed", "2", "ClassSpec.max_reverse_speed"),
+    (ClassSpec, "max_accel", INF, "ClassSpec.max_accel"),
+    (ClassSpec, "max_decel", -8.0, "ClassSpec.max_decel"),
+    (ClassSpec, "max_lat_accel", True, "ClassSpec.max_lat_accel"),
+    (ClassSpec, "max_steer", NAN, "ClassSpec.max_steer"),
+    (ClassSpec, "wheelbase_ratio", 0.0, "ClassSpec.wheelbase_ratio"),
+    (ClassSpec, "wheelbase_ratio", 1.5, "ClassSpec.wheelbase_ratio"),
+    (ClassSpec, "comfort", (3.0, 3.0, 5.0), "ClassSpec.comfort"),
+    (ClassSpec, "comfort", (3.0, 3.0, 5.0, NAN), "ClassSpec.comfort[3]"),
+    (ClassSpec, "cornering_stiffness", -1.0, "ClassSpec.cornering_stiffness"),
+    (ClassSpec, "mass", NAN, "ClassSpec.mass"),
+    # ObsConfig
+    (ObsConfig, "agent_type", 1, "ObsConfig.agent_type"),
+    (ObsConfig, "lane_state", "yes", "ObsConfig.lane_state"),
+    (ObsConfig, "partners", None, "ObsConfig.partners"),
+    (ObsConfig, "goal_scale", 0.0, "ObsConfig.goal_scale"),
+    (ObsConfig, "goal_scale", NAN, "ObsConfig.goal_scale"),
+    (ObsConfig, "speed_scale", -0.1, "ObsConfig.speed_scale"),
+    (ObsConfig, "max_partners", 20.0, "ObsConfig.max_partners"),
+    (ObsConfig, "max_partners", 5000, "ObsConfig.max_partners"),
+    (ObsConfig, "max_road_segments", -1, "ObsConfig.max_road_segments"),
+    (ObsConfig, "max_traffic", True, "ObsConfig.max_traffic"),
+    (ObsConfig, "partner_radius", NAN, "ObsConfig.partner_radius"),
+    (ObsConfig, "road_radius", 0.0, "ObsConfig.road_radius"),
+    (ObsConfig, "traffic_radius", INF, "ObsConfig.traffic_radius"),
+    (ObsConfig, "road_segment_length", -10.0, "ObsConfig.road_segment_length"),
+    (ObsConfig, "z_gate", "2.5", "ObsConfig.z_gate"),
+    (ObsConfig, "dtype", "float64", "ObsConfig.dtype"),
+    (ObsConfig, "noise_std", NAN, "ObsConfig.noise_std"),
+    (ObsConfig, "noise_clip", -0.05, "ObsConfig.noise_clip"),
+    (ObsConfig, "slot_dropout", 1.5, "ObsConfig.slot_dropout"),
+    (ObsConfig, "state_dropout", NAN, "ObsConfig.state_dropout"),
+    # InitConfig
+    (InitConfig, "mode", 7, "InitConfig.mode"),
+    (InitConfig, "mode", 1.0, "InitConfig.mode"),
+    (InitConfig, "p_random", NAN, "InitConfig.p_random"),
+    (InitConfig, "p_random", 1.5, "InitConfig.p_random"),
+    (InitConfig, "num_agents", (2.0, 4), "InitConfig.num_agents"),
+    (InitConfig, "num_agents", (0, 4), "InitConfig.num_agents"),
+    (InitConfig, "num_agents", (5, 2), "InitConfig.num_agents"),
+    (InitConfig, "num_agents", 4, "InitConfig.num_agents"),
+    (InitConfig, "class_weights", (1.0, NAN, 0.0, 0.0, 0.0), "InitConfig.class_weights[1]"),
+    (InitConfig, "class_weights", (1.0, -1.0, 0.0, 0.0, 0.0), "InitConfig.class_weights[1]"),
+    (InitConfig, "class_weights", (0.0,) * 5, "InitConfig.class_weights"),
+    (InitConfig, "class_weights", (1.0,) * 4, "InitConfig.class_weights"),
+    (InitConfig, "controlled", (1, 1, 1, 0, 0), "InitConfig.controlled[0]"),
+    (InitConfig, "controlled", (True,) * 6, "InitConfig.controlled"),
+    (InitConfig, "initial_speed", (2.0, 1.0), "InitConfig.initial_speed"),
+    (InitConfig, "initial_speed", (-1.0, 1.0), "InitConfig.initial_speed"),
+    (InitConfig, "goal_distance", (20.0, INF), "InitConfig.goal_distance"),
+    (InitConfig, "goal_min_forward", NAN, "InitConfig.goal_min_forward"),
+    (InitConfig, "goal_dropout", (0.3, 0.3, 0.3, 0.0, 1.5), "InitConfig.goal_dropout[4]"),
+    (InitConfig, "goal_dropout", (0.3, 0.3, 0.3, 0.0, NAN), "InitConfig.goal_dropout[4]"),
+    (InitConfig, "goal_behavior", 2, "InitConfig.goal_behavior"),
+    (InitConfig, "placement_tries", 50.0, "InitConfig.placement_tries"),
+    (InitConfig, "placement_tries", 50.7, "InitConfig.placement_tries"),
+    (InitConfig, "placement_tries", 0, "InitConfig.placement_tries"),
+    (InitConfig, "placement_tries", MAX_PLACEMENT_TRIES + 1, "InitConfig.placement_tries"),
+    (InitConfig, "placement_tries", 10**9, "InitConfig.placement_tries"),
+    (InitConfig, "spawn_clearance", -1.0, "InitConfig.spawn_clearance"),
+    (InitConfig, "idm_fraction", NAN, "InitConfig.idm_fraction"),
+    (InitConfig, "idm_fraction", 2.0, "InitConfig.idm_fraction"),
+    (InitConfig, "kinematic_range", (1.5, 0.5), "InitConfig.kinematic_range"),
+    (InitConfig, "randomize_kinematics", 0, "InitConfig.randomize_kinematics"),
+    # SignalConfig
+    (SignalConfig, "controller", 3, "SignalConfig.controller"),
+    (SignalConfig, "controller", "traffic_cop", "SignalConfig.controller"),
+    (SignalConfig, "christmas_green", (0.0, 0.3), "SignalConfig.christmas_green"),
+    (SignalConfig, "christmas_yellow", (3.0, NAN), "SignalConfig.christmas_yellow"),
+    (SignalConfig, "christmas_red", (15.0,), "SignalConfig.christmas_red"),
+    (SignalConfig, "left_green", 0.0, "SignalConfig.left_green"),
+    (SignalConfig, "through_green", NAN, "SignalConfig.through_green"),
+    (SignalConfig, "yellow", -3.0, "SignalConfig.yellow"),
+    (SignalConfig, "all_red", INF, "SignalConfig.all_red"),
+    (SignalConfig, "permissive_left_prob", 1.5, "SignalConfig.permissive_left_prob"),
+    (SignalConfig, "stop_speed", 0.0, "SignalConfig.stop_speed"),
+    (SignalConfig, "stop_dwell", (3.0, 1.0), "SignalConfig.stop_dwell"),
+    (SignalConfig, "stop_region", NAN, "SignalConfig.stop_region"),
+    # IdmConfig
+    (IdmConfig, "v0_scale", (1.0, 1.15), "IdmConfig.v0_scale"),
+    (IdmConfig, "time_headway", (1.5, 0.0, 2.0), "IdmConfig.time_headway[1]"),
+    (IdmConfig, "max_accel", (1.5, NAN, 1.0), "IdmConfig.max_accel[1]"),
+    (IdmConfig, "comfort_decel", (2.0, 3.0, -1.5), "IdmConfig.comfort_decel[2]"),
+    (IdmConfig, "min_gap", "2", "IdmConfig.min_gap"),
+    (IdmConfig, "delta", 0.0, "IdmConfig.delta"),
+    (IdmConfig, "lookahead", NAN, "IdmConfig.lookahead"),
+    (IdmConfig, "reroll_prob", 1.5, "IdmConfig.reroll_prob"),
+    (IdmConfig, "max_decel", INF, "IdmConfig.max_decel"),
+    (IdmConfig, "curve_lat_accel", -2.0, "IdmConfig.curve_lat_accel"),
+    (IdmConfig, "side_margin", NAN, "IdmConfig.side_margin"),
+    # EngineConfig
+    (EngineConfig, "maps", (), "EngineConfig.maps"),
+    (EngineConfig, "maps", "grid_town", "EngineConfig.maps"),
+    (EngineConfig, "maps", ("grid_town", 3), "EngineConfig.maps[1]"),
+    (EngineConfig, "num_worlds", 0, "EngineConfig.num_worlds"),
+    (EngineConfig, "num_worlds", 2.0, "EngineConfig.num_worlds"),
+    (EngineConfig, "num_worlds", 10**9, "EngineConfig.num_worlds"),
+    (EngineConfig, "slots_per_world", 4.5, "EngineConfig.slots_per_world"),
+    (EngineConfig, "slots_per_world", 0, "EngineConfig.slots_per_world"),
+    (EngineConfig, "max_agents_per_world", 10**6, "EngineConfig.max_agents_per_world"),
+    (EngineConfig, "episode_length", 256.0, "EngineConfig.episode_length"),
+    (EngineConfig, "episode_length", 2**40, "EngineConfig.episode_length"),
+    (EngineConfig, "dt", NAN, "EngineConfig.dt"),
+    (EngineConfig, "dt", 0.0, "EngineConfig.dt"),
+    (EngineConfig, "dt", 2.0, "EngineConfig.dt"),
+    (EngineConfig, "consequences", {"collision": 7}, "EngineConfig.consequences['collision']"),
+    (EngineConfig, "consequences", {"speeding": Consequence.STOP}, "EngineConfig.consequences"),
+    (EngineConfig, "wrong_way_angle", NAN, "EngineConfig.wrong_way_angle"),
+    (EngineConfig, "wrong_way_angle", 4.0, "EngineConfig.wrong_way_angle"),
+    (EngineConfig, "lane_max_distance", 0.0, "EngineConfig.lane_max_distance"),
+    (EngineConfig, "classes", {AgentType.CAR: default_classes()[AgentType.CAR]}, "EngineConfig.classes"),
+    (EngineConfig, "classes", {**default_classes(), AgentType.BUS: "bus"}, "EngineConfig.classes"),
+    (EngineConfig, "obs", {"dtype": "float16"}, "EngineConfig.obs"),
+    (EngineConfig, "init", None, "EngineConfig.init"),
+    (EngineConfig, "signals", 0, "EngineConfig.signals"),
+    (EngineConfig, "idm", "idm", "EngineConfig.idm"),
+]
+
+# Every on/off feature flag of the observation takes a bool only (1 or "yes" is rejected).
+BAD += [(ObsConfig, f.name, 1, f"ObsConfig.{f.name}") for f in dataclasses.fields(ObsConfig)
+        if f.type == "bool" and (ObsConfig, f.name) not in {(c, n) for c, n, _, _ in BAD}]
+
+
+def _build(cls: type, field: str, value: object) -> object:
+    if cls is ClassSpec:
+        return ClassSpec(**{**CAR, field: value})
+    return cls(**{field: value})
+
+
+@pytest.mark.parametrize("cls,field,value,where", BAD,
+                         ids=[f"{c.__name__}.{f}={v!r}" for c, f, v, _ in BAD])
+def test_a_bad_value_is_rejected_at_construction_naming_the_field(cls, field, value, where):
+    with pytest.raises(ValueError) as info:
+        _build(cls, field, value)
+    message = str(info.value)
+    assert message.startswith(where), message
+    assert "\n" not in message
+
+
+def test_every_field_has_a_row_in_the_table():
+    covered = {(c, f) for c, f, _, _ in BAD}
+    for cls in (ClassSpec, ObsConfig, InitConfig, SignalConfig, IdmConfig, EngineConfig):
+        missing = [f.name for f in dataclasses.fields(cls) if (cls, f.name) not in covered and f.name != "rewards"]
+        assert not missing, f"{cls.__name__} fields without a bad-value row: {missing}"
+
+
+@pytest.mark.parametrize("setting,where", [
+    ((NAN, 1.0), "EngineConfig.rewards['collision'] vehicle min"),
+    ((3.0, 1.0), "EngineConfig.rewards['collision'] vehicle"),
+    (("a", 1.0), "EngineConfig.rewards['collision'] vehicle min"),
+    ((0.0, INF), "EngineConfig.rewards['collision'] vehicle max"),
+])
+def test_a_bad_reward_setting_names_the_parameter_and_column(setting, where):
+    base = EngineConfig()
+    with pytest.raises(ValueError) as info:
+        base.with_overrides(rewards={**base.rewards, "collision": (setting, None, None)})
+    assert str(info.value).startswith(where), str(info.value)
+
+
+def test_counts_are_not_truncated_and_num_agents_must_fit_the_world():
+    with pytest.raises(ValueError, match="InitConfig.num_agents max 40 exceeds"):
+        EngineConfig(max_agents_per_world=32, init=InitConfig(num_agents=(8, 40)))
+    with pytest.raises(ValueError, match="EngineConfig.num_worlds x slots_per_world"):
+        EngineConfig(num_worlds=65_536, slots_per_world=32, max_agents_per_world=32,
+                     init=InitConfig(num_agents=(1, 32)))
+
+
+def test_valid_values_are_stored_in_canonical_form():
+    init = InitConfig(mode=1, goal_behavior="halt", num_agents=[2, 4], controlled=[True] * 5)
+    assert init.mode is InitMode.LOG and init.goal_behavior is GoalBehavior.HALT
+    assert init.num_agents == (2, 4) and isinstance(init.controlled, tuple)
+    assert SignalConfig(controller=1).controller is SignalController.NEMA
+    assert ClassSpec(**{**CAR, "dynamics": 0}).dynamics is DynamicsModel.UNICYCLE
+    assert EngineConfig(maps=["grid_town"]).maps == ("grid_town",)
+    assert InitConfig(placement_tries=MAX_PLACEMENT_TRIES).placement_tries == MAX_PLACEMENT_TRIES
+
+
+@pytest.mark.parametrize("overrides,where", [
+    ({"init.placement_tries": 12.5}, "InitConfig.placement_tries"),
+    ({"init.p_random": ".nan"}, "InitConfig.p_random"),
+    ({"obs.lane_state": 1}, "ObsConfig.lane_state"),
+    ({"num_worlds": 1.0}, "EngineConfig.num_worlds"),
+    ({"idm.delta": "four"}, "IdmConfig.delta"),
+])
+def test_the_same_checks_apply_to_config_overrides(overrides, where):
+    import yaml
+
+    parsed = {k: yaml.safe_load(v) if isinstance(v, str) else v for k, v in overrides.items()}
+    with pytest.raises(ValueError) as info:
+        load_config("quick", **parsed)
+    assert where in str(info.value), str(info.value)
+
+
+def test_every_config_field_has_a_docstring_naming_its_source():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = ("table", "appendix", "section", "ours", "treiber", "fast")
+    undocumented = []
+    for path, only in ((root / "terrazero_env" / "config.py", None), (root / "agents" / "train.py", {"TrainSettings"})):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef) or (only is not None and node.name not in only):
+                continue
+            for st, nxt in zip(node.body, [*node.body[1:], None]):
+                if not isinstance(st, ast.AnnAssign):
+                    continue
+                doc = nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) else ""
+                if not any(w in str(doc).lower() for w in sources):
+                    undocumented.append(f"{node.name}.{st.target.id}")
+    assert not undocumented, f"fields without a docstring naming a paper source or 'ours': {undocumented}"
