@@ -49,14 +49,18 @@ def probe_json_map(doc: dict) -> str:
     from terrazero_env.maps import build
     from terrazero_env.maps.jsonmap import from_dict
 
+    from terrazero_env.maps import save
+
     m = build(from_dict(doc))
-    venv = terrazero_env.make_vec(num_worlds=1, preset="quick", maps=[m])
-    try:
-        venv.reset(seed=1)
-        for _ in range(3):
-            venv.step(venv.action_space.sample())
-    finally:
-        venv.close()
+    with tempfile.TemporaryDirectory() as d:
+        p = save(m, os.path.join(d, "fuzz.tzb"))
+        venv = terrazero_env.make_vec(num_worlds=1, preset="quick", maps=[str(p)])
+        try:
+            venv.reset(seed=1)
+            for _ in range(3):
+                venv.step(venv.action_space.sample())
+        finally:
+            venv.close()
     return "ran"
 
 
