@@ -231,3 +231,39 @@ def test_closed_envs_say_they_are_closed():
             call()
     assert isinstance(EnvClosedError("x"), RuntimeError)
     copy.deepcopy(penv)  # a closed env still copies (and stays closed)
+
+
+def test_dataset_vector_env_copies_step_to_the_same_future_across_scenario_draws(tmp_path):
+    import shutil
+
+    from terrazero_env.maps import Dataset, asset_path, bundled_maps
+
+    for n in bundled_maps():
+        shutil.copy(asset_path(n), tmp_path / f"{n}.tzb")
+    venv = terrazero_env.make_vec(3, "quick", dataset=Dataset(tmp_path, cache_size=8), episode_length=8)
+    rng = np.random.default_rng(3)
+    seen = set()
+    for s in range(3):  # several draws: the engine's signal arrays grow past what the maps in use need
+        venv.reset(seed=s)
+        seen |= {m.name for m in venv.state["maps"]}
+    venv.step(rng.integers(0, 12, venv.num_envs))
+    copies = _copies(venv)
+    for _ in range(40):  # autoresets draw new scenarios in original and copies alike
+        a = rng.integers(0, 12, venv.num_envs)
+        obs, rew, *_ = venv.step(a)
+        obs, rew = obs.copy(), rew.copy()
+        seen |= {m.name for m in venv.state["maps"]}
+        for how, c in copies.items():
+            o2, r2, *_ = c.step(a)
+            assert np.array_equal(obs, o2) and np.array_equal(rew, r2), how
+    assert len(seen) >= 3
+
+
+def test_an_env_with_worker_processes_refuses_to_be_copied_with_a_clear_error():
+    venv = terrazero_env.make_vec(2, "quick", num_workers=2)
+    try:
+        for how in (copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="worker processes .* cannot be copied or pickled"):
+                how(venv)
+    finally:
+        venv.close()

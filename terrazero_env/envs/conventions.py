@@ -132,6 +132,12 @@ def require_open(engine: Any) -> None:
 def _rebuild_engine(config: EngineConfig, maps: list[Any], world_map: np.ndarray, num_threads: int,
                     state: dict[str, Any]) -> Any:
     engine = _engine.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
+    # The per-world signal arrays are as wide as the largest map an engine has held (a dataset may
+    # have grown them); the columns past the largest map in use now are never read, so a fresh
+    # engine, sized for the maps in use, takes the leading columns.
+    fresh = engine.get_state()
+    state = {k: (v[:, : fresh[k].shape[1]] if k.startswith("signal/") and v.ndim == 2
+                 and v.shape[1] > fresh[k].shape[1] else v) for k, v in state.items()}
     engine.set_state(state)
     return engine
 
