@@ -178,6 +178,26 @@ def test_rejected_vector_reset_leaves_the_env_exactly_as_it_was():
     assert np.array_equal(venv.reset()[0], twin.reset()[0])
 
 
+def test_rejected_single_and_parallel_resets_change_nothing():
+    env = terrazero_env.DriveEnv("quick")
+    env.reset(seed=2)
+    obs = env.step(3)[0].copy()
+    rng_state = env.np_random.bit_generator.state
+    engine_state = env.engine.get_state()
+    with pytest.raises(ValueError, match="seed"):
+        env.reset(seed=-2)
+    assert env.np_random.bit_generator.state == rng_state
+    assert all(np.array_equal(v, env.engine.get_state()[k]) for k, v in engine_state.items())
+    assert np.array_equal(env.engine.observations[0], obs)
+    penv = terrazero_env.parallel_env("quick")
+    penv.reset(seed=2)
+    agents, engine_state = list(penv.agents), penv.engine.get_state()
+    with pytest.raises(TypeError, match="seed"):
+        penv.reset(seed="2")
+    assert penv.agents == agents
+    assert all(np.array_equal(v, penv.engine.get_state()[k]) for k, v in engine_state.items())
+
+
 def test_per_world_seeds_accept_the_full_unsigned_range():
     venv = terrazero_env.make_vec(2, "quick")
     obs = venv.reset(seed=[0, 2**64 - 1])[0].copy()

@@ -13,12 +13,13 @@ from gymnasium.vector import AutoresetMode
 
 from ..config import EngineConfig
 from ..config_io import load_config
-from .conventions import check_overrides
+from .conventions import EnvClosedError, check_overrides
 from .multi import ParallelDriveEnv, aec_env, parallel_env
 from .single import DriveEnv
 from .vector import TerraZeroVectorEnv
 
-__all__ = ["DriveEnv", "ParallelDriveEnv", "TerraZeroVectorEnv", "aec_env", "make_vec", "parallel_env", "register"]
+__all__ = ["DriveEnv", "EnvClosedError", "ParallelDriveEnv", "TerraZeroVectorEnv", "aec_env", "make_vec",
+           "parallel_env", "register"]
 
 ENV_ID = "TerraZero/Drive-v0"
 
