@@ -12,6 +12,10 @@ update, before the next rollout) holding:
 
 ``RUN/checkpoints/latest`` names the newest complete checkpoint; it is replaced atomically after
 every rank has written its file, so an interrupted save never becomes the one a resume reads.
+
+A ``rank<r>.pt`` file holds only tensors and plain data (dicts, lists, tuples, strings, numbers):
+NumPy arrays and scalars are stored as their bytes in a uint8 tensor with their dtype description,
+so it is read with ``torch.load(..., weights_only=True)`` and loading a shared file runs no code.
 """
 
 from __future__ import annotations
@@ -28,10 +32,49 @@ from stable_baselines3.common.vec_env import VecMonitor
 
 from ..wrappers.sb3 import SB3VecEnv
 
-__all__ = ["CHECKPOINT_FORMAT", "env_state", "set_env_state", "save_rank_state", "load_rank_state",
-           "latest_checkpoint", "mark_latest"]
+__all__ = ["CHECKPOINT_FORMAT", "env_state", "from_plain", "latest_checkpoint", "load_rank_state", "mark_latest",
+           "save_rank_state", "set_env_state", "to_plain"]
 
-CHECKPOINT_FORMAT = 1
+#: 2: tensors and plain data only (format 1 pickled NumPy objects and is no longer read).
+CHECKPOINT_FORMAT = 2
+#: The key that marks a NumPy array or scalar encoded by :func:`to_plain`.
+_NUMPY_TAG = "__numpy__"
+
+
+def to_plain(obj: Any, where: str = "state") -> Any:
+    """``obj`` with every NumPy array or scalar replaced by ``{_NUMPY_TAG: uint8 tensor of its bytes,
+    "descr": dtype description, "shape": [...], "scalar": bool}`` (and deques by lists), so that
+    ``torch.load(weights_only=True)`` can read it back; anything else that is not a tensor or
+    plain data raises ``TypeError`` naming where it is."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arr = np.asarray(obj)  # tobytes() is C order whatever the strides
+        raw = torch.from_numpy(np.frombuffer(arr.tobytes(), np.uint8).copy())
+        return {_NUMPY_TAG: raw, "descr": np.lib.format.dtype_to_descr(arr.dtype), "shape": list(arr.shape),
+                "scalar": isinstance(obj, np.generic)}
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor)):
+        return obj
+    if isinstance(obj, dict):
+        return {k: to_plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
+    if isinstance(obj, (list, deque)):
+        return [to_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, tuple):
+        return tuple(to_plain(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    raise TypeError(f"cannot checkpoint {where}: a {type(obj).__name__} is neither a tensor nor plain data")
+
+
+def from_plain(obj: Any) -> Any:
+    """The inverse of :func:`to_plain` (deques come back as lists)."""
+    if isinstance(obj, dict):
+        if _NUMPY_TAG in obj:
+            dtype = np.lib.format.descr_to_dtype(obj["descr"])
+            arr = np.frombuffer(obj[_NUMPY_TAG].cpu().numpy().tobytes(), dtype).reshape(obj["shape"]).copy()
+            return arr[()] if obj["scalar"] else arr
+        return {k: from_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [from_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(from_plain(v) for v in obj)
+    return obj
 
 
 def env_state(env: Any) -> dict[str, Any]:
@@ -91,7 +134,7 @@ def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: d
         "rng": _rng_state(model.device), "env": env_state(model.env), "extra": extra,
     }
     tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
+    torch.save(to_plain(state), tmp)
     os.replace(tmp, path)
 
 
@@ -100,11 +143,17 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint file {path} is missing (was the run started with {world_size} ranks?)")
     try:
-        state = torch.load(path, map_location=model.device, weights_only=False)
-    except Exception as exc:  # a truncated or foreign file
-        raise ValueError(f"cannot read checkpoint {path}: {exc}") from None
+        # weights_only: tensors and plain data only; a file holding anything else (pickled code
+        # included) is refused before any of it runs.
+        state = torch.load(path, map_location=model.device, weights_only=True)
+    except Exception as exc:  # a truncated or foreign file, or one that needs unpickling code
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        raise ValueError(f"cannot read checkpoint {path} as tensors and plain data (it is not a checkpoint of "
+                         f"format {CHECKPOINT_FORMAT}, or it holds pickled objects, which are never loaded): "
+                         f"{type(exc).__name__}: {detail}") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a terrazero training checkpoint (format {CHECKPOINT_FORMAT})")
+    state = from_plain(state)
     if state["world_size"] != world_size:
         raise ValueError(f"{path} was written by a run of {state['world_size']} ranks; this one has {world_size}")
     try:

@@ -34,6 +34,7 @@ from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.metrics import RATES, format_table, mean_interval, summarize, t_quantile, wilson_interval
 
+from .modelzip import PickleRefusedError, load_model
 from .policies import layout_from_env
 from .ppo import PPO
 
@@ -72,10 +73,14 @@ def resolve_run(checkpoint: str | Path, preset: str | None = None) -> tuple[Path
                             "exists; pass --preset")
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu") -> PPO:
-    """``PPO.load`` with a one-line ``ValueError`` naming the file when it cannot be read."""
+def load_checkpoint(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> PPO:
+    """Load a ``PPO.save`` zip without unpickling (see :mod:`terrazero_env.agents.modelzip`), with a
+    one-line ``ValueError`` naming the file when it cannot be read. A zip with pickled attributes this
+    package did not describe (any other SB3 file) is refused unless ``trust_pickle``."""
     try:
-        return PPO.load(str(path), device=device)
+        return load_model(PPO, path, device=device, trust_pickle=trust_pickle)
+    except PickleRefusedError:
+        raise
     except Exception as e:  # a zip that is not an SB3 save fails in many ways (BadZipFile, KeyError, ...)
         detail = (str(e).strip().splitlines() or [""])[0]
         raise ValueError(f"cannot load checkpoint {path}: {type(e).__name__}" + (f": {detail}" if detail else "")) from e

@@ -21,6 +21,7 @@ by priority. Defaults follow table 14.
 from __future__ import annotations
 
 import math
+import os
 from collections import defaultdict
 from collections.abc import Generator
 from typing import Any, NamedTuple
@@ -261,6 +262,15 @@ class PPO(SB3PPO):
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "sync"]
+
+    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
+        """SB3's ``save``, plus (for a file path) the plain-data entry that lets
+        :func:`terrazero_env.agents.modelzip.load_model` read the zip without unpickling."""
+        super().save(path, exclude=exclude, include=include)
+        if isinstance(path, (str, os.PathLike)):
+            from .modelzip import add_safe_entry
+
+            add_safe_entry(self, path)
 
     def _popart_step(self) -> None:
         """Update the statistics with this rollout's value targets (over every rank's) and rescale the

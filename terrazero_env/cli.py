@@ -30,7 +30,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .maps.terrabin import save
 
     t0 = time.perf_counter()
-    m = build(load_source(args.src))
+    m = build(load_source(args.src, trust_pickle=args.trust_pickle))
     t1 = time.perf_counter()
     path = save(m, args.output)
     c = m.counts()
@@ -40,7 +40,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = summary(load_built(args.file))
+    info = summary(load_built(args.file, trust_pickle=args.trust_pickle))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -60,7 +60,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_render(args: argparse.Namespace) -> int:
     from .maps.render import render_map
 
-    m = load_built(args.file)
+    m = load_built(args.file, trust_pickle=args.trust_pickle)
     render_map(m, args.output, dpi=args.dpi)
     print(f"wrote {args.output}")
     return 0
@@ -126,7 +126,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
     if args.maps:
         cfg = cfg.with_overrides(maps=tuple(args.maps))
-    model = load_checkpoint(zip_path, device=args.device)
+    model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
     try:
         result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                           video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}")
@@ -174,6 +174,10 @@ def make_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_render)
     ls = ms.add_parser("list", help="list bundled maps")
     ls.set_defaults(func=_cmd_list)
+    for sp in (b, i, r):
+        sp.add_argument("--trust-pickle", action="store_true",
+                        help="allow a ScenarioNet .pkl (a Python pickle: reading it runs code from the file; "
+                             "only for files you trust)")
     g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
     g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
     g.set_defaults(func=_cmd_regenerate)
@@ -208,6 +212,9 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video-zoom", type=float, default=None, metavar="M",
                     help="half-width (m) of a window that follows the first controlled agent (default: whole map)")
     ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
+    ev.add_argument("--trust-pickle", action="store_true",
+                    help="allow a checkpoint zip that needs unpickling (any SB3 zip not written by terrazero); "
+                         "unpickling runs code from the file: only for files you trust")
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--torch-threads", type=int, default=None)
     ev.set_defaults(func=_cmd_eval)

@@ -11,6 +11,7 @@ import torch
 from stable_baselines3.common.callbacks import CallbackList
 from stable_baselines3.common.logger import Logger
 from terrazero_env.agents import PPO, losses
+from terrazero_env.agents.checkpoint import to_plain
 from terrazero_env.agents.distributed import init_from_environment, shutdown
 from terrazero_env.wrappers import DPSA
 
@@ -57,12 +58,12 @@ def main(out: str) -> None:
     dst.full, dst.pos = True, src.buffer_size
     part.train()
     whole.train()
-    torch.save({"part": {k: v.clone() for k, v in part.policy.state_dict().items()},
+    torch.save(to_plain({"part": {k: v.clone() for k, v in part.policy.state_dict().items()},
                 "whole": {k: v.clone() for k, v in whole.policy.state_dict().items()},
                 "popart_part": (part.popart_mean, part.popart_sq_mean),
                 "popart_whole": (whole.popart_mean, whole.popart_sq_mean),
                 "valid": float(src.valid.mean()),
-                "targets": src.returns[src.valid].astype(np.float64)},
+                "targets": src.returns[src.valid].astype(np.float64)}),
                Path(out) / f"rank{sync.rank}.pt")
     shutdown()
 

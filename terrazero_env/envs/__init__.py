@@ -13,11 +13,13 @@ from gymnasium.vector import AutoresetMode
 
 from ..config import EngineConfig
 from ..config_io import load_config
+from .conventions import EnvClosedError, check_overrides
 from .multi import ParallelDriveEnv, aec_env, parallel_env
 from .single import DriveEnv
 from .vector import TerraZeroVectorEnv
 
-__all__ = ["DriveEnv", "ParallelDriveEnv", "TerraZeroVectorEnv", "aec_env", "make_vec", "parallel_env", "register"]
+__all__ = ["DriveEnv", "EnvClosedError", "ParallelDriveEnv", "TerraZeroVectorEnv", "aec_env", "make_vec",
+           "parallel_env", "register"]
 
 ENV_ID = "TerraZero/Drive-v0"
 
@@ -38,6 +40,7 @@ def make_vec(num_worlds: int | None = None, preset: str | EngineConfig | None = 
 
     ``dataset``: a ``terrazero_env.maps.Dataset`` from which every world reset draws its scenario
     (in-process engine only)."""
+    check_overrides("make_vec", overrides)
     cfg = load_config(preset, **overrides)
     if num_worlds is not None:
         cfg = cfg.with_overrides(num_worlds=int(num_worlds))
@@ -56,6 +59,7 @@ def _vector_entry(num_envs: int = 1, preset: str | EngineConfig | None = "quick"
     """``gym.make_vec(ENV_ID, num_envs=N)``: N worlds with one ego each, like N copies of the
     single-agent env, batched natively."""
     vector_kwargs = kwargs.pop("vector_kwargs", None) or {}
+    check_overrides("make_vec", kwargs)
     cfg = load_config(preset, **kwargs).with_overrides(num_worlds=int(num_envs), slots_per_world=1)
     return TerraZeroVectorEnv(cfg, **vector_kwargs)
 

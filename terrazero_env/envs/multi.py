@@ -23,6 +23,7 @@ from pettingzoo.utils import parallel_to_aec
 from .. import _engine
 from ..config import EngineConfig
 from ..config_io import load_config
+from .conventions import check_action, check_overrides, check_seed, closed_engine, require_open
 from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["ParallelDriveEnv", "aec_env", "parallel_env"]
@@ -36,6 +37,7 @@ class ParallelDriveEnv(ParallelEnv):
 
     def __init__(self, preset: str | EngineConfig | None = "quick", render_mode: str | None = None,
                  max_reset_tries: int = 16, **overrides: Any):
+        check_overrides(type(self).__name__, overrides)
         cfg = load_config(preset, **overrides)
         self.config = cfg.with_overrides(num_worlds=1)
         if render_mode not in (None, "rgb_array"):
@@ -61,6 +63,8 @@ class ParallelDriveEnv(ParallelEnv):
         return {a: {"agent_type": int(e.agent_type[self._index[a]])} for a in agents}
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        require_open(self.engine)
+        seed = check_seed(seed)
         base = int(np.random.default_rng().integers(0, 2**63 - 1)) if seed is None else seed
         reset_until_live(self.engine, base, self.max_reset_tries)
         self.agents = [a for a in self.possible_agents if self.engine.valid[self._index[a]]]
@@ -68,16 +72,14 @@ class ParallelDriveEnv(ParallelEnv):
         return {a: obs[self._index[a]].copy() for a in self.agents}, self._infos(self.agents)
 
     def step(self, actions: dict[str, Any]):
+        require_open(self.engine)
         unknown = set(actions) - set(self.agents)
         if unknown:
             raise ValueError(f"actions for agents that are not live: {sorted(unknown)}; live: {self.agents}")
         e = self.engine
         act = np.zeros(e.slots_per_world, np.int32)
         for a, v in actions.items():
-            v = np.asarray(v)
-            if v.shape not in ((), (1,)) or v.dtype.kind not in "iu":
-                raise ValueError(f"action of {a} must be an integer, got {actions[a]!r}")
-            act[self._index[a]] = int(v.reshape(()))
+            act[self._index[a]] = check_action(v, int(self._act_space.n), f"action of {a}")
         e.step(act)
         idx = [self._index[a] for a in self.agents]
         obs = {a: e.observations[i].copy() for a, i in zip(self.agents, idx)}
@@ -103,7 +105,7 @@ class ParallelDriveEnv(ParallelEnv):
     def close(self) -> None:
         """Release the engine (its buffers and map references); the env is unusable afterwards."""
         self.agents = []
-        self.engine = None
+        self.engine = closed_engine(type(self).__name__)
 
 
 def parallel_env(preset: str | EngineConfig | None = "quick", **kwargs: Any) -> ParallelDriveEnv:

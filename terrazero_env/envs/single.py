@@ -19,6 +19,7 @@ import numpy as np
 from .. import _engine
 from ..config import EngineConfig
 from ..config_io import load_config
+from .conventions import check_action, check_overrides, check_seed, closed_engine, require_open
 from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["DriveEnv"]
@@ -31,6 +32,7 @@ class DriveEnv(gym.Env):
 
     def __init__(self, preset: str | EngineConfig | None = "quick", render_mode: str | None = None,
                  max_reset_tries: int = 16, **overrides: Any):
+        check_overrides(type(self).__name__, overrides)
         cfg = load_config(preset, **overrides)
         # One world with one controlled slot: the first controlled-class agent placed is the ego.
         self.config = cfg.with_overrides(num_worlds=1, slots_per_world=1,
@@ -52,8 +54,9 @@ class DriveEnv(gym.Env):
                 **{f"count_{n}": int(v) for n, v in zip(names, e.counters[0])}}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        # Any Python integer is a valid seed (Gymnasium's own seeding rejects negatives).
-        super().reset(seed=None if seed is None else int(seed) % (1 << 128))
+        require_open(self.engine)
+        seed = check_seed(seed)  # before anything changes: a rejected seed leaves the env as it was
+        super().reset(seed=seed)
         base = int(self.np_random.integers(0, 2**63 - 1)) if seed is None else seed
         # A scene where no ego could be placed is redrawn from the next derived seed.
         reset_until_live(self.engine, base, self.max_reset_tries)
@@ -61,16 +64,19 @@ class DriveEnv(gym.Env):
         return self.engine.observations[0].copy(), self._info()
 
     def step(self, action: Any):
+        require_open(self.engine)
         if self._done:
             raise RuntimeError("step() called before reset() or after the episode ended: call reset() first")
-        a = np.asarray(action)
-        if a.shape not in ((), (1,)) or a.dtype.kind not in "iu":
-            raise ValueError(f"action must be an integer in [0, {self.action_space.n}), got {action!r}")
-        self.engine.step(a.reshape(1).astype(np.int32))
+        a = check_action(action, int(self.action_space.n))
+        self.engine.step(np.array([a], np.int32))
         e = self.engine
         terminated, truncated = bool(e.terminated[0]), bool(e.truncated[0])
         self._done = terminated or truncated
         return e.observations[0].copy(), float(e.rewards[0]), terminated, truncated, self._info()
+
+    def close(self) -> None:
+        """Release the engine (its buffers and map references); the env is unusable afterwards."""
+        self.engine = closed_engine(type(self).__name__)
 
     @property
     def state(self) -> dict[str, Any]:

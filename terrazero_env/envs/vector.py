@@ -36,6 +36,7 @@ from gymnasium.vector.utils import batch_space
 
 from .. import _engine
 from ..config import AgentType, EngineConfig
+from .conventions import check_seed, closed_engine, require_open
 
 __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
 
@@ -131,8 +132,9 @@ class TerraZeroVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         """Reset every world (or, with ``options={"reset_mask": m}``, the worlds whose slots ``m``
-        covers). ``seed``: any integer (world w gets a seed derived from it), or one per world."""
-        super().reset(seed=int(seed) % (1 << 128) if isinstance(seed, (int, np.integer)) else None)
+        covers). ``seed``: a non-negative integer below 2**64 (world w gets a seed derived from it),
+        or one such integer per reset world. Bad arguments raise before anything changes."""
+        require_open(self.engine)
         mask = None if options is None else options.get("reset_mask")
         if mask is not None:
             mask = np.asarray(mask)
@@ -144,16 +146,23 @@ class TerraZeroVectorEnv(VectorEnv):
             ids = np.nonzero(per_world[:, 0])[0]
         else:
             ids = np.arange(self.num_worlds)
+        world_seeds = None
         if isinstance(seed, (list, tuple, np.ndarray)):
-            seeds = np.asarray(seed, np.int64)
-            if seeds.shape != (ids.shape[0],):
-                raise ValueError(f"seed: one integer per reset world ({ids.shape[0]}), got {seeds.shape}")
-            world_seeds = seeds.astype(np.uint64)
-        elif seed is not None and not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer or one integer per reset world, got {seed!r}")
-        elif seed is not None:
-            world_seeds = seeds_for(seed, self.num_worlds)[ids]
+            arr = np.asarray(seed) if isinstance(seed, np.ndarray) else None
+            if arr is not None and arr.dtype.kind not in "iu":
+                raise TypeError(f"seed: one non-negative integer per reset world, got an array of dtype {arr.dtype}")
+            values = [check_seed(s, f"seed[{i}]") for i, s in enumerate(seed)] if arr is None or arr.ndim == 1 else None
+            if values is None or len(values) != ids.shape[0]:
+                shape = np.shape(seed)
+                raise ValueError(f"seed: one integer per reset world ({ids.shape[0]}), got {shape}")
+            world_seeds = np.array(values, np.uint64).reshape(-1)
+            seed = None
         else:
+            seed = check_seed(seed, "seed (or one integer per reset world)")
+        super().reset(seed=seed)  # reseeds the generator of unseeded resets only now that all is valid
+        if world_seeds is None and seed is not None:
+            world_seeds = seeds_for(seed, self.num_worlds)[ids]
+        elif world_seeds is None:
             world_seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64).astype(np.uint64)
         self._draw_maps(ids, world_seeds.astype(np.int64))
         self.engine.reset(ids, world_seeds.astype(np.int64))
@@ -179,6 +188,7 @@ class TerraZeroVectorEnv(VectorEnv):
 
     def step(self, actions: np.ndarray):
         """Step every world (actions: int ``[num_envs]``; entries of invalid slots are ignored)."""
+        require_open(self.engine)
         e = self.engine
         a = np.asarray(actions)
         if a.shape != (self.num_envs,):
@@ -273,4 +283,4 @@ class TerraZeroVectorEnv(VectorEnv):
         close = getattr(self.engine, "close", None)  # an engine with worker processes stops them
         if close is not None:
             close()
-        self.engine = None
+        self.engine = closed_engine(type(self).__name__)

@@ -253,6 +253,11 @@ class MultiProcessEngine:
     that does not answer in time (stopped, hung) closes the engine with an error naming it.
     """
 
+    def __reduce__(self) -> Any:
+        # Its worlds live in other processes (a copy would share or orphan them): say so plainly.
+        raise TypeError("an env whose worlds run in worker processes (num_workers > 1) cannot be copied or "
+                        "pickled; build it with num_workers=1 to copy or pickle it")
+
     def __init__(self, config: EngineConfig, num_workers: int = 2, *, maps: Any = None,
                  world_map: np.ndarray | Sequence[int] | None = None, num_threads: int = 1,
                  context: str | None = None, timeout: float = DEFAULT_TIMEOUT):

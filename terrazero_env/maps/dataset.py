@@ -73,6 +73,11 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.files)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Copies and pickles carry the file list and manifest; the caches refill on demand (the
+        # compiled road index does not pickle, and a cached map reads back the same).
+        return {**self.__dict__, "_cache": OrderedDict(), "_road_maps": OrderedDict()}
+
     def __getitem__(self, i: int) -> MapData:
         i = int(i)
         if not 0 <= i < len(self.files):

@@ -66,8 +66,10 @@ def load_spec(path: str | os.PathLike[str]) -> MapData:
         raise MapValidationError(f"{os.fspath(path)}: {e}") from None
 
 
-def load_source(src: str | os.PathLike[str]) -> MapData:
-    """Read any supported map source; ``.tzb`` and bundled maps come back built, others raw."""
+def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> MapData:
+    """Read any supported map source; ``.tzb`` and bundled maps come back built, others raw.
+    ``trust_pickle``: allow formats that are Python pickles (ScenarioNet ``.pkl``; unpickling runs
+    code from the file)."""
     s = os.fspath(src)
     p = Path(s)
     suffix = p.suffix.lower()
@@ -85,19 +87,19 @@ def load_source(src: str | os.PathLike[str]) -> MapData:
 
     convert = converter_for(p)
     if convert is not None:
-        return convert(p)
+        return convert(p, trust_pickle=True) if trust_pickle else convert(p)
     known = ", ".join([".tzb", ".json", ".yaml"] + [c[0] for c in CONVERTERS])
     raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: {known})")
 
 
-def load_built(src: str | os.PathLike[str]) -> MapData:
+def load_built(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> MapData:
     """A simulation-ready map from any source: ``.tzb`` files and bundled maps are built already (and
     pass :func:`~terrazero_env.maps.builder.validate_built` here, as a fresh build would), every
-    other source is built now."""
+    other source is built now (``trust_pickle`` as for :func:`load_source`)."""
     p = Path(os.fspath(src))
     built = p.suffix.lower() == ".tzb" or (p.suffix == "" and not p.exists())
     if not built:
-        return build(load_source(src))
+        return build(load_source(src, trust_pickle=trust_pickle))
     m = load_source(src)
     try:
         validate_built(m)

@@ -207,9 +207,15 @@ def _tracks(sc: dict[str, Any]) -> Tracks | None:
                   state=np.stack(states), valid=np.stack(valids), dt=dt)
 
 
-def convert(path: str | Path, **options: Any) -> MapData:
-    """Read a ScenarioNet ``.pkl`` scenario file (only trusted files: pickle runs code on load)."""
+def convert(path: str | Path, *, trust_pickle: bool = False, **options: Any) -> MapData:
+    """Read a ScenarioNet ``.pkl`` scenario file. The format is a pickle, and unpickling runs any code
+    the file contains, so the file is read only when the caller vouches for it with
+    ``trust_pickle=True`` (``--trust-pickle`` on the command line); otherwise ``MapValidationError``."""
     path = Path(path)
+    if not trust_pickle:
+        raise MapValidationError(
+            f"{path}: a ScenarioNet scenario is a Python pickle, and unpickling runs any code the file contains; "
+            "it is not read unless you trust where it came from: pass --trust-pickle (trust_pickle=True in Python)")
     try:
         with open(path, "rb") as f:
             sc = pickle.load(f)
