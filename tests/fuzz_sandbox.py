@@ -46,10 +46,8 @@ def probe_tzb(data: bytes) -> str:
 
 def probe_json_map(doc: dict) -> str:
     import terrazero_env
-    from terrazero_env.maps import build
+    from terrazero_env.maps import build, save
     from terrazero_env.maps.jsonmap import from_dict
-
-    from terrazero_env.maps import save
 
     m = build(from_dict(doc))
     with tempfile.TemporaryDirectory() as d:

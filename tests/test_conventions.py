@@ -10,10 +10,10 @@ import pickle
 import gymnasium as gym
 import numpy as np
 import pytest
+from terrazero_env.wrappers import DPSA, SGR
 
 import terrazero_env
 from terrazero_env.envs.conventions import EnvClosedError
-from terrazero_env.wrappers import DPSA, SGR
 
 CONSTRUCTORS = {
     "gym.make": lambda **kw: gym.make("TerraZero/Drive-v0", **kw),
