@@ -26,10 +26,11 @@ from seggrid cimport seggrid_nearest
 from rng cimport Rng, rng_seed, rng_uniform, rng_range, rng_int, rng_normal
 from dynamics cimport step_dynamics
 from rules cimport (AGENT_BUCKETS, offroad, lane_state, grid_build, collides, point_in_rings,
-                    box_touches_segments)
+                    box_touches_segments, wrong_way, comfort_violations, pedestrian_rules, vehicle_rules,
+                    goal_distance, goal_check, count_events, consequence, stop_in_place)
 from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, write_traffic,
                      float_to_half)
-from rewards cimport StepEvents, step_reward
+from rewards cimport StepEvents, step_reward, goal_progress
 from scene cimport lane_length, lane_point, sample_goal
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
@@ -111,3 +112,7 @@ def points_in_polygon(const double[:, ::1] points, const double[:, ::1] polygon)
 include "roadmap.pxi"
 include "layout.pxi"
 include "engine.pxi"
+include "signal_store.pxi"
+include "placement.pxi"
+include "world_step.pxi"
+include "engine_state.pxi"
