@@ -122,6 +122,25 @@ cdef inline bint obb_overlap(double cx1, double cy1, double h1, double l1, doubl
     return True
 
 
+cdef inline bint obb_overlap_cs(double ax, double ay, double ac, double as_, double ahl, double ahw,
+                                double bx, double by, double bc, double bs, double bhl, double bhw) noexcept nogil:
+    """Separating-axis test of two oriented boxes given by centre, heading as (cos, sin) and half
+    extents (half length, half width); touching counts as overlap. The four candidate axes are the
+    boxes' edge normals; on each, the centre distance is compared with the sum of the projected
+    half extents."""
+    cdef double dx = bx - ax, dy = by - ay
+    cdef double cc = fabs(ac * bc + as_ * bs), cs = fabs(ac * bs - as_ * bc)
+    if fabs(dx * ac + dy * as_) > ahl + bhl * cc + bhw * cs:
+        return False
+    if fabs(-dx * as_ + dy * ac) > ahw + bhl * cs + bhw * cc:
+        return False
+    if fabs(dx * bc + dy * bs) > bhl + ahl * cc + ahw * cs:
+        return False
+    if fabs(-dx * bs + dy * bc) > bhw + ahl * cs + ahw * cc:
+        return False
+    return True
+
+
 cdef inline bint point_in_polygon(double px, double py, const double[:, ::1] pts,
                                   Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
     """Even-odd rule over the ring pts[start:stop] (implicitly closed); boundary counts as inside
