@@ -8,8 +8,11 @@
 * ``Engine``: W worlds x K controlled slots stepped without the GIL into preallocated buffers;
 * ``ObsLayout``: where every observation feature lives, read by policies instead of hand-typed indices.
 
-Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, observe, rewards, scene);
-this module only orchestrates them. Python never loops over agents on the step path.
+Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, traffic, signals, observe,
+rewards, scene; rule-based road users in route, yielding and roadusers). The Engine class is in
+``engine.pxi``; the work behind it is in module-level functions taking the engine, one ``.pxi`` per
+concern (signal_store, placement, world_step, engine_state). Python never loops over agents on the
+step path.
 """
 
 import numpy as np
