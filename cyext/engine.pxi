@@ -1,7 +1,10 @@
-# The batched simulator: W worlds x K controlled slots, stepped without the GIL.
-# Included by _engine.pyx. Step order per world (fixed): dynamics -> log replay -> agent grid ->
-# rules (collision, off-road, lane, wrong way, comfort, goal) -> reward -> consequences ->
-# truncation -> observations.
+# The batched simulator: W worlds x K controlled slots, stepped without the GIL. Included by
+# _engine.pyx. This file owns the Engine class: its fields, construction and buffers, the table and
+# layout loading, and the Python API (reset, step, assign_maps, accessors). The work behind the API
+# lives in module-level functions taking the engine, one file per concern, included by _engine.pyx
+# after this one: signal storage (signal_store.pxi), scene composition and goals (placement.pxi),
+# the per-world step as a fixed sequence of named calls (world_step.pxi), and state snapshots and
+# inspection (engine_state.pxi).
 
 cdef enum:
     MAX_GRID = 32          # action values per axis and class
@@ -188,43 +191,8 @@ cdef class Engine:
         self._ensure_signal_capacity()
 
     cdef _ensure_signal_capacity(self):
-        """Per-world signal arrays sized for the largest map in use (grown, keeping their content,
-        when a bigger map arrives through ``assign_maps``)."""
-        cdef RoadMap rm
-        S = max([1] + [(<RoadMap>r).c.n_stop_lines for r in self.road_maps])
-        G = max([1] + [(<RoadMap>r).c.n_heads for r in self.road_maps])
-        I = max([1] + [(<RoadMap>r).c.n_inter for r in self.road_maps])
-        if S <= self.s_cap and G <= self.g_cap and I <= self.i_cap and self._sig is not None:
-            return
-        S, G, I = max(S, self.s_cap), max(G, self.g_cap), max(I, self.i_cap)
-        W = self.num_worlds
-        new = {"head": np.full((W, G), 3, np.uint8), "sl": np.full((W, S), 3, np.uint8),
-               "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, I), np.int32),
-               "phase": np.zeros((W, I), np.uint8), "timer": np.zeros((W, I)), "perm": np.zeros((W, I), np.uint8),
-               "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32)}
-        if self._sig is not None:
-            for k, old in self._sig.items():
-                new[k][:, : old.shape[1]] = old
-        self._sig = new
-        self.s_cap, self.g_cap, self.i_cap = S, G, I
-        self.sig_head = <unsigned char*>_ptr_mut(new["head"])
-        self.sig_sl = <unsigned char*>_ptr_mut(new["sl"])
-        self.sig_sl_timer = <double*>_ptr_mut(new["sl_timer"])
-        self.sig_stage = <int*>_ptr_mut(new["stage"])
-        self.sig_phase = <unsigned char*>_ptr_mut(new["phase"])
-        self.sig_timer = <double*>_ptr_mut(new["timer"])
-        self.sig_perm = <unsigned char*>_ptr_mut(new["perm"])
-        self.tr_d2 = <double*>_ptr_mut(new["tr_d2"])
-        self.tr_idx = <int*>_ptr_mut(new["tr_idx"])
-
-    cdef void _sig_state(self, Py_ssize_t w, SigState* st) noexcept nogil:
-        st.head = self.sig_head + w * self.g_cap
-        st.sl = self.sig_sl + w * self.s_cap
-        st.sl_timer = self.sig_sl_timer + w * self.s_cap
-        st.stage = self.sig_stage + w * self.i_cap
-        st.phase = self.sig_phase + w * self.i_cap
-        st.timer = self.sig_timer + w * self.i_cap
-        st.perm = self.sig_perm + w * self.i_cap
+        """Per-world signal arrays sized for the largest map in use (signal_store.pxi)."""
+        _grow_signal_store(self)
 
     def signal_states(self, int world):
         """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
@@ -239,17 +207,7 @@ cdef class Engine:
     def set_stop_line_state(self, int world, int stop_line, int state, double hold):
         """Script one stop line under the Christmas controller: show ``state`` (0 red, 1 yellow,
         2 green) for ``hold`` seconds, then resume cycling. For tests and scripted scenarios."""
-        if self.config.signals.controller != 0:
-            raise ValueError("set_stop_line_state scripts the Christmas controller only")
-        cdef RoadMap rm = self.road_maps[self.world_map[world]]
-        if not 0 <= stop_line < rm.c.n_stop_lines or self._sig["sl"][world, stop_line] == 3:
-            raise ValueError(f"stop line {stop_line} of world {world} has no signal")
-        if state not in (0, 1, 2) or not hold > 0:
-            raise ValueError("state must be 0 (red), 1 (yellow) or 2 (green) and hold > 0 seconds")
-        self._sig["sl"][world, stop_line] = state
-        self._sig["sl_timer"][world, stop_line] = hold
-        heads = np.nonzero(np.asarray(rm.map_data.signals.stop_line) == stop_line)[0]
-        self._sig["head"][world, heads] = state
+        _set_stop_line_state(self, world, stop_line, state, hold)
 
     def __dealloc__(self):
         free(self.rngs)
@@ -413,7 +371,7 @@ cdef class Engine:
         cdef Py_ssize_t k, n = idv.shape[0]
         with nogil:
             for k in range(n):
-                self._reset_world(idv[k], sv[k])
+                _reset_world(self, idv[k], sv[k])
 
     def step(self, actions=None):
         """Advance every world by dt. ``actions`` (optional): int ``[W*K]`` copied into the actions
@@ -438,12 +396,12 @@ cdef class Engine:
         if nt == 1:
             with nogil:
                 for w in range(self.num_worlds):
-                    self._step_world(w)
+                    _step_world(self, w)
         else:
             # Worlds are independent (own agents, generator and scratch), so any thread may step any
             # world and the result does not depend on the thread count.
             for w in prange(self.num_worlds, nogil=True, num_threads=nt, schedule="static"):
-                self._step_world(w)
+                _step_world(self, w)
 
     def assign_maps(self, world_ids, road_maps):
         """Put worlds on other maps (``RoadMap`` objects; e.g. drawn from a ``Dataset``) before
@@ -476,38 +434,12 @@ cdef class Engine:
         """A copy of everything that evolves between resets and steps (agents, per-world random
         generators, step counts, output buffers, signal timers), as a dict of NumPy arrays.
         ``set_state`` on an engine built with the same config and maps continues bit for bit."""
-        rng = np.empty(self.num_worlds * sizeof(Rng), np.uint8)
-        if self.num_worlds:
-            memcpy(<void*>_ptr_mut(rng), <void*>self.rngs, self.num_worlds * sizeof(Rng))
-        state = {"agents": self._agent_store.copy(), "rngs": rng, "world_map": self.world_map.copy()}
-        state.update({f"buffer/{k}": v.copy() for k, v in self._buffers.items()})
-        state.update({f"signal/{k}": v.copy() for k, v in self._sig.items()})
-        return state
+        return _get_state(self)
 
     def set_state(self, state):
         """Restore a ``get_state`` snapshot in place. The engine must have the same shapes and maps
         (same config); a mismatch raises ValueError naming the entry, before anything changes."""
-        expected = {"agents": self._agent_store, "world_map": self.world_map}
-        expected.update({f"buffer/{k}": v for k, v in self._buffers.items()})
-        expected.update({f"signal/{k}": v for k, v in self._sig.items()})
-        missing = sorted((set(expected) | {"rngs"}) - set(state))
-        if missing:
-            raise ValueError(f"engine state lacks {', '.join(missing)}")
-        for k, v in expected.items():
-            got = np.asarray(state[k])
-            if got.shape != v.shape or got.dtype != v.dtype:
-                raise ValueError(f"engine state {k!r}: expected {v.dtype} {v.shape}, got {got.dtype} {got.shape} "
-                                 "(was it saved by an engine with another config?)")
-        if not np.array_equal(state["world_map"], self.world_map):
-            raise ValueError("engine state 'world_map': the snapshot's worlds use other maps than this engine's")
-        rng = np.ascontiguousarray(state["rngs"], np.uint8)
-        if rng.shape != (self.num_worlds * sizeof(Rng),):
-            raise ValueError(f"engine state 'rngs': expected {self.num_worlds * sizeof(Rng)} bytes, got {rng.shape}")
-        for k, v in expected.items():
-            if k != "world_map":
-                np.copyto(v, state[k])
-        if self.num_worlds:
-            memcpy(<void*>self.rngs, <void*>_ptr_mut(rng), self.num_worlds * sizeof(Rng))
+        return _set_state(self, state)
 
     @property
     def world_steps(self):
@@ -525,28 +457,7 @@ cdef class Engine:
 
     def agent_states(self, int world):
         """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering)."""
-        if not 0 <= world < self.num_worlds:
-            raise ValueError(f"world must lie in [0, {self.num_worlds})")
-        cdef Py_ssize_t n = self.n_agents[world], i
-        cdef Agent* a
-        names = ("x", "y", "z", "heading", "speed", "v_lat", "yaw_rate", "a_long", "a_lat", "j_long", "j_lat",
-                 "steer", "length", "width", "height", "goal_x", "goal_y", "lane", "lane_heading_res", "lane_lat",
-                 "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way")
-        out = {k: np.zeros(n) for k in names}
-        out["kin"] = np.zeros((n, 4))
-        out["rw"] = np.zeros((n, N_REWARD))
-        for i in range(n):
-            a = &self.agents[world * self.max_agents + i]
-            vals = (a.x, a.y, a.z, a.heading, a.speed, a.v_lat, a.yaw_rate, a.a_long, a.a_lat, a.j_long, a.j_lat,
-                    a.steer, a.length, a.width, a.height, a.goal_x, a.goal_y, a.lane, a.lane_heading_res, a.lane_lat,
-                    a.cls, a.role, a.slot, a.alive, a.goal_hidden, a.collided, a.offroad, a.wrong_way)
-            for k, v in zip(names, vals):
-                out[k][i] = v
-            out["kin"][i] = [a.kin[0], a.kin[1], a.kin[2], a.kin[3]]
-            out["rw"][i] = [a.rw[k] for k in range(N_REWARD)]
-        for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way"):
-            out[k] = out[k].astype(np.int64)
-        return out
+        return _agent_states(self, world)
 
     @property
     def agents(self):
@@ -555,25 +466,7 @@ cdef class Engine:
         speed length width height goal_x goal_y`` (float64), ``cls`` (AgentType), ``role``
         (0 policy, 1 static, 2 log replay, 3 IDM), ``slot`` (controlled slot or -1), ``alive``, and this
         step's flags ``collided offroad wrong_way red_light ran_stop_line goal_reached`` (int32)."""
-        cdef Agent probe
-        cdef size_t b = <size_t>&probe
-        fields = [("x", <size_t>&probe.x - b), ("y", <size_t>&probe.y - b), ("z", <size_t>&probe.z - b),
-                  ("heading", <size_t>&probe.heading - b), ("speed", <size_t>&probe.speed - b),
-                  ("length", <size_t>&probe.length - b), ("width", <size_t>&probe.width - b),
-                  ("height", <size_t>&probe.height - b), ("goal_x", <size_t>&probe.goal_x - b),
-                  ("goal_y", <size_t>&probe.goal_y - b)]
-        ints = [("cls", <size_t>&probe.cls - b), ("role", <size_t>&probe.role - b), ("slot", <size_t>&probe.slot - b),
-                ("alive", <size_t>&probe.alive - b), ("collided", <size_t>&probe.collided - b),
-                ("offroad", <size_t>&probe.offroad - b), ("wrong_way", <size_t>&probe.wrong_way - b),
-                ("red_light", <size_t>&probe.red_light - b), ("ran_stop_line", <size_t>&probe.ran_stop_line - b),
-                ("goal_reached", <size_t>&probe.goal_reached - b)]
-        dt = np.dtype({"names": [n for n, _ in fields] + [n for n, _ in ints],
-                       "formats": ["<f8"] * len(fields) + ["<i4"] * len(ints),
-                       "offsets": [o for _, o in fields] + [o for _, o in ints],
-                       "itemsize": sizeof(Agent)})
-        view = self._agent_store.view(dt).reshape(self.num_worlds, self.max_agents)
-        view.flags.writeable = False
-        return view
+        return _agents_view(self)
 
     @property
     def n_agents_per_world(self):
@@ -591,496 +484,7 @@ cdef class Engine:
         1 assertive, 2 cautious), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         """
-        from terrazero_env.config import REWARD_PARAMS
-        if not 0 <= world < self.num_worlds:
-            raise ValueError(f"world must lie in [0, {self.num_worlds})")
-        if len(agents) > self.max_agents:
-            raise ValueError(f"{len(agents)} agents exceed max_agents_per_world={self.max_agents}")
-        cdef Agent* a
-        cdef Py_ssize_t i, k, base = world * self.max_agents, slot = 0, r
-        cdef int c
-        self._clear_world(world, seed)
-        for i, spec in enumerate(agents):
-            c = int(spec["cls"])
-            if not 0 <= c < N_CLASSES:
-                raise ValueError(f"agents[{i}]: unknown agent type {spec['cls']!r}")
-            a = &self.agents[base + i]
-            memset(a, 0, sizeof(Agent))
-            self._init_agent(world, a, c, ROLE_STATIC)
-            a.x, a.y, a.heading = float(spec["x"]), float(spec["y"]), float(spec["heading"])
-            a.z = float(spec.get("z", 0.0))
-            a.cos_h, a.sin_h = np.cos(a.heading), np.sin(a.heading)
-            a.speed = float(spec.get("speed", 0.0))
-            a.length = float(spec.get("length", a.length))
-            a.width = float(spec.get("width", a.width))
-            a.height = float(spec.get("height", a.height))
-            a.wheelbase = a.length * self.cp[c * N_CP + CP_WHEELBASE]
-            if "kin" in spec:
-                for k in range(4):
-                    a.kin[k] = float(spec["kin"][k])
-            for name, v in spec.get("rw", {}).items():
-                k = REWARD_PARAMS.index(name)
-                a.rw[k] = float(v)
-                a.rw_norm[k] = self._normalize_rw(c, k, a.rw[k])
-            controlled = spec.get("controlled", bool(self.controlled_cls[c])) and not spec.get("idm", False)
-            if spec.get("idm", False):
-                # A rule-based IDM vehicle on the lane under it (nearest centerline in its direction).
-                q = (<RoadMap>self.road_maps[self.world_map[world]]).lanes.query(np.array([[a.x, a.y, a.z]]))
-                if q["row"][0] < 0:
-                    raise ValueError(f"agents[{i}]: an IDM vehicle must start on a lane")
-                a.role = ROLE_IDM
-                a.lane = int(q["row"][0])
-                a.lane_s = float(q["s"][0])
-                a.route_lane = -1
-                a.idm_mode = int(spec.get("idm_mode", 0))
-            elif controlled and slot < self.slots_per_world:
-                a.role = ROLE_CONTROLLED
-                a.slot = slot
-                slot += 1
-            a.goal_x, a.goal_y = spec.get("goal", (a.x, a.y))
-            a.goal_hidden = 1 if spec.get("goal_hidden", False) else 0
-            a.alive = 1
-            self.n_agents[world] = i + 1
-        with nogil:
-            self._finish_reset(world)
-
-    # ------------------------------------------------------------------------------ world internals
-
-    cdef double _normalize_rw(self, int c, int k, double v) noexcept nogil:
-        cdef double lo = self.rlo[c * N_REWARD + k], hi = self.rhi[c * N_REWARD + k]
-        if not self.ron[c * N_REWARD + k] or hi <= lo:
-            return 0.0
-        return 2.0 * (v - lo) / (hi - lo) - 1.0
-
-    cdef void _init_agent(self, Py_ssize_t w, Agent* a, int c, int role) noexcept nogil:
-        """Class, sampled dimensions, kinematic coefficients and reward parameters."""
-        cdef Rng* rng = &self.rngs[w]
-        cdef const double* cp = &self.cp[c * N_CP]
-        cdef int k
-        cdef double lo, hi
-        a.cls = c
-        a.dyn = <int>cp[CP_DYN]
-        a.role = role
-        a.slot = -1
-        a.lane = -1
-        a.log_index = -1
-        a.length = rng_range(rng, cp[CP_LEN_LO], cp[CP_LEN_HI])
-        a.width = rng_range(rng, cp[CP_WID_LO], cp[CP_WID_HI])
-        a.height = rng_range(rng, cp[CP_HGT_LO], cp[CP_HGT_HI])
-        a.wheelbase = a.length * cp[CP_WHEELBASE]
-        for k in range(4):
-            a.kin[k] = rng_range(rng, self.kin_lo, self.kin_hi) if self.randomize_kin else 1.0
-        for k in range(N_REWARD):
-            if self.ron[c * N_REWARD + k]:
-                lo = self.rlo[c * N_REWARD + k]
-                hi = self.rhi[c * N_REWARD + k]
-                a.rw[k] = rng_range(rng, lo, hi) if hi > lo else lo
-            else:
-                a.rw[k] = 0.0
-            a.rw_norm[k] = <float>self._normalize_rw(c, k, a.rw[k])
-
-    cdef void _clear_world(self, Py_ssize_t w, unsigned long long seed) noexcept nogil:
-        cdef Py_ssize_t k, r, K = self.slots_per_world
-        rng_seed(&self.rngs[w], seed)
-        self.t[w] = 0
-        self.n_agents[w] = 0
-        memset(&self.agents[w * self.max_agents], 0, self.max_agents * sizeof(Agent))
-        for k in range(K):
-            r = w * K + k
-            self.slot_of[r] = -1
-            self.nact[r] = 0
-            self.atype[r] = -1
-            self.rew[r] = 0
-            self.term[r] = 0
-            self.trunc[r] = 0
-            self.valid_p[r] = 0
-            self.prev_np[r] = 0
-            self.prev_nr[r] = 0
-            self.prev_nt[r] = 0
-            memset(&self.cnt[r * N_COUNTERS], 0, N_COUNTERS * sizeof(int))
-        if self.obs_f != NULL:
-            memset(&self.obs_f[w * K * self.obs_dim], 0, K * self.obs_dim * sizeof(float))
-        else:
-            memset(&self.obs_h[w * K * self.obs_dim], 0, K * self.obs_dim * sizeof(uint16_t))
-
-    cdef void _reset_world(self, Py_ssize_t w, unsigned long long seed) noexcept nogil:
-        self._clear_world(w, seed)
-        cdef const MapC* m = self.wmap[w]
-        cdef bint use_log = self.init_mode == 1 or (self.init_mode == 2 and rng_uniform(&self.rngs[w]) >= self.p_random)
-        if use_log and m.n_tracks > 0:
-            self._init_from_log(w)
-        else:
-            self._init_random(w)
-        self._finish_reset(w)
-
-    cdef void _finish_reset(self, Py_ssize_t w) noexcept nogil:
-        """Slot tables, lane state, goal distances and first observations after placement."""
-        cdef Py_ssize_t i, r, K = self.slots_per_world, base = w * self.max_agents
-        cdef const MapC* m = self.wmap[w]
-        cdef Agent* a
-        cdef SigState st
-        self._sig_state(w, &st)
-        signals_reset(m, &self.sigp, &st, &self.rngs[w])
-        for i in range(self.n_agents[w]):
-            a = &self.agents[base + i]
-            a.cos_h = cos(a.heading)
-            a.sin_h = sin(a.heading)
-            if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
-                lane_state(m, a, self.lane_max_dist, self.z_gate)
-            a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
-            if a.role == ROLE_CONTROLLED and a.slot >= 0:
-                r = w * K + a.slot
-                self.slot_of[r] = <int>i
-                self.atype[r] = a.cls
-                self.nact[r] = self.n_long[a.cls] * self.n_lat[a.cls]
-                self.valid_p[r] = 1
-        grid_build(&self.agents[base], self.n_agents[w], &self.grid_head[w * AGENT_BUCKETS],
-                   &self.grid_next[base], self.agent_cell)
-        for i in range(self.n_agents[w]):
-            a = &self.agents[base + i]
-            if a.alive and a.role == ROLE_CONTROLLED:
-                a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS],
-                                      &self.grid_next[base], self.agent_cell, self.z_gate, 0.0)
-        self._observe_world(w)
-
-    cdef bint _place_on_lane(self, Py_ssize_t w, Agent* a) noexcept nogil:
-        cdef const MapC* m = self.wmap[w]
-        cdef Rng* rng = &self.rngs[w]
-        cdef Py_ssize_t lane
-        cdef double s, jitter
-        if m.n_spawn_lanes == 0:
-            return False
-        lane = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
-        s = rng_range(rng, 0.0, lane_length(m, lane))
-        lane_point(m, lane, s, &a.x, &a.y, &a.z, &a.heading)
-        a.lane = <int>lane
-        a.lane_s = s
-        a.route_lane = -1
-        jitter = rng_range(rng, -0.2, 0.2)
-        a.x -= jitter * sin(a.heading)
-        a.y += jitter * cos(a.heading)
-        a.heading += rng_range(rng, -0.05, 0.05)
-        return True
-
-    cdef bint _place_on_sidewalk(self, Py_ssize_t w, Agent* a) noexcept nogil:
-        cdef const MapC* m = self.wmap[w]
-        cdef Rng* rng = &self.rngs[w]
-        cdef Py_ssize_t ring
-        cdef const double* bb
-        cdef int k
-        if m.n_walks == 0:
-            return self._place_on_lane(w, a)
-        for k in range(20):
-            ring = rng_int(rng, m.n_walks)
-            bb = &m.walk_bbox[4 * ring]
-            a.x = rng_range(rng, bb[0], bb[2])
-            a.y = rng_range(rng, bb[1], bb[3])
-            if point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks):
-                a.z = m.walk_pts[3 * m.walk_off[ring] + 2]
-                a.heading = rng_range(rng, -3.141592653589793, 3.141592653589793)
-                return True
-        return False
-
-    cdef bint _assign_goal(self, Py_ssize_t w, Agent* a) noexcept nogil:
-        """A goal ahead along the lane graph (pedestrians: straight ahead along their heading)."""
-        cdef const MapC* m = self.wmap[w]
-        cdef Rng* rng = &self.rngs[w]
-        cdef double d, s, dt2, t
-        cdef Py_ssize_t seg
-        if a.cls == CLS_PEDESTRIAN:
-            d = rng_range(rng, 0.25 * self.goal_lo, 0.25 * self.goal_hi)
-            a.goal_x = a.x + d * cos(a.heading)
-            a.goal_y = a.y + d * sin(a.heading)
-            a.goal_z = a.z
-            return True
-        seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, self.lane_max_dist, self.z_gate, &dt2, &t)
-        if seg < 0:
-            return False
-        s = m.lanes.seg_s0[seg] + t * sqrt((m.lanes.seg[6 * seg + 3] - m.lanes.seg[6 * seg]) ** 2
-                                           + (m.lanes.seg[6 * seg + 4] - m.lanes.seg[6 * seg + 1]) ** 2)
-        return sample_goal(m, rng, m.lanes.seg_row[seg], s, a.x, a.y, cos(a.heading), sin(a.heading),
-                           self.goal_lo, self.goal_hi, self.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
-
-    cdef int _sample_class(self, Py_ssize_t w) noexcept nogil:
-        cdef double total = 0.0, u
-        cdef int c
-        for c in range(N_CLASSES):
-            total += self.class_weight[c]
-        u = rng_uniform(&self.rngs[w]) * total
-        for c in range(N_CLASSES):
-            if u < self.class_weight[c]:
-                return c
-            u -= self.class_weight[c]
-        return CLS_CAR
-
-    cdef void _init_random(self, Py_ssize_t w) noexcept nogil:
-        """Random placement under rejection sampling (appendix D.1): collision-free with a
-        clearance, on the road, aligned with the lane, at low speed, outside signalized
-        intersections; controlled agents also need a goal ahead."""
-        cdef Rng* rng = &self.rngs[w]
-        cdef const MapC* m = self.wmap[w]
-        cdef Py_ssize_t base = w * self.max_agents, n = 0, target, k, j
-        cdef int attempt, c, slots = 0, role
-        cdef Agent* a
-        cdef bint ok
-        target = self.n_min + rng_int(rng, self.n_max - self.n_min + 1)
-        for k in range(target):
-            for attempt in range(self.tries):
-                c = self._sample_class(w)
-                role = ROLE_CONTROLLED if (self.controlled_cls[c] and slots < self.slots_per_world) else ROLE_STATIC
-                a = &self.agents[base + n]
-                memset(a, 0, sizeof(Agent))
-                self._init_agent(w, a, c, role)
-                ok = self._place_on_sidewalk(w, a) if c == CLS_PEDESTRIAN else self._place_on_lane(w, a)
-                if not ok:
-                    continue
-                a.cos_h = cos(a.heading)
-                a.sin_h = sin(a.heading)
-                a.alive = 1
-                for j in range(n):
-                    if obb_overlap(a.x, a.y, a.heading, a.length + 2 * self.clearance, a.width + 2 * self.clearance,
-                                   self.agents[base + j].x, self.agents[base + j].y, self.agents[base + j].heading,
-                                   self.agents[base + j].length, self.agents[base + j].width) and \
-                            fabs(self.agents[base + j].z - a.z) <= self.z_gate:
-                        ok = False
-                        break
-                if not ok:
-                    continue
-                if c != CLS_PEDESTRIAN and offroad(m, a, self.z_gate):
-                    continue
-                if role == ROLE_CONTROLLED:
-                    if not self._assign_goal(w, a):
-                        continue
-                    a.speed = rng_range(rng, self.v0_lo, self.v0_hi)
-                    a.slot = slots
-                    a.goal_hidden = 1 if rng_uniform(rng) < self.goal_dropout[c] else 0
-                    slots += 1
-                else:
-                    a.goal_x = a.x
-                    a.goal_y = a.y
-                    if c <= CLS_BUS and self.idm_fraction > 0 and rng_uniform(rng) < self.idm_fraction:
-                        a.role = ROLE_IDM
-                        a.idm_mode = rng_int(rng, 3)
-                        a.speed = rng_range(rng, self.v0_lo, self.v0_hi)
-                n += 1
-                break
-        self.n_agents[w] = <int>n
-
-    cdef void _init_from_log(self, Py_ssize_t w) noexcept nogil:
-        """Agents at their logged state at step 0; controlled ones get their last logged position
-        as goal (appendix D.5), the rest replay the log."""
-        cdef const MapC* m = self.wmap[w]
-        cdef Py_ssize_t base = w * self.max_agents, n = 0, j, T = m.track_steps, last, tt
-        cdef const double* st
-        cdef Agent* a
-        cdef int c, slots = 0
-        for j in range(m.n_tracks):
-            if n >= self.max_agents:
-                break
-            if not m.track_valid[j * T]:
-                continue
-            c = m.track_type[j]
-            a = &self.agents[base + n]
-            memset(a, 0, sizeof(Agent))
-            self._init_agent(w, a, c, ROLE_LOG)
-            st = &m.track_state[(j * T) * 6]
-            a.x, a.y, a.z, a.heading = st[0], st[1], st[2], st[3]
-            a.speed = st[4] * cos(st[3]) + st[5] * sin(st[3])
-            a.length = m.track_size[3 * j]
-            a.width = m.track_size[3 * j + 1]
-            a.height = m.track_size[3 * j + 2]
-            a.wheelbase = a.length * self.cp[c * N_CP + CP_WHEELBASE]
-            a.log_index = <int>j
-            a.alive = 1
-            last = 0
-            for tt in range(T):
-                if m.track_valid[j * T + tt]:
-                    last = tt
-            a.goal_x = m.track_state[(j * T + last) * 6]
-            a.goal_y = m.track_state[(j * T + last) * 6 + 1]
-            a.goal_z = m.track_state[(j * T + last) * 6 + 2]
-            if self.controlled_cls[c] and slots < self.slots_per_world and \
-                    (a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2 >= self.goal_fwd * self.goal_fwd:
-                a.role = ROLE_CONTROLLED
-                a.slot = slots
-                a.goal_hidden = 1 if rng_uniform(&self.rngs[w]) < self.goal_dropout[c] else 0
-                slots += 1
-            n += 1
-        self.n_agents[w] = <int>n
-
-    cdef void _step_world(self, Py_ssize_t w) noexcept nogil:
-        cdef Py_ssize_t K = self.slots_per_world, base = w * self.max_agents, i, k, r, n = self.n_agents[w]
-        cdef const MapC* m = self.wmap[w]
-        cdef Agent* a
-        cdef const double* cp
-        cdef const double* trk
-        cdef int c, act, T, nl
-        cdef StepEvents ev
-        cdef double d, speed
-        cdef bint remove
-        cdef int prev_lane
-        cdef SigState st
-        self._sig_state(w, &st)
-        # A world past its horizon has ended: its slots are no longer valid until it is reset.
-        cdef bint over = self.t[w] >= self.horizon
-        self.t[w] += 1
-        T = self.t[w]
-        for k in range(K):
-            r = w * K + k
-            self.rew[r] = 0
-            self.term[r] = 0
-            self.trunc[r] = 0
-            i = self.slot_of[r]
-            self.valid_p[r] = 1 if (not over and i >= 0 and self.agents[base + i].alive and
-                                    self.agents[base + i].role == ROLE_CONTROLLED) else 0
-        # 0. signals advance
-        signals_tick(m, &self.sigp, &st, &self.rngs[w], self.dt)
-        # 1. dynamics and log replay
-        for i in range(n):
-            a = &self.agents[base + i]
-            if not a.alive:
-                continue
-            if a.role == ROLE_CONTROLLED:
-                if over:
-                    continue
-                front_centre(a, &a.front_x, &a.front_y)
-                c = a.cls
-                act = self.act[w * K + a.slot]
-                nl = self.n_lat[c]
-                step_dynamics(a, &self.cp[c * N_CP], a.dyn, self.grid_long[c * MAX_GRID + act // nl],
-                              self.grid_lat[c * MAX_GRID + act % nl], self.dt)
-            elif a.role == ROLE_IDM:
-                front_centre(a, &a.front_x, &a.front_y)
-                prev_lane = a.lane
-                idm_step(m, &self.agents[base], n, i, self.cp, &self.idmp, st.sl, &self.rngs[w], self.dt)
-                memset(&ev, 0, sizeof(StepEvents))
-                traffic_rules(m, a, prev_lane, st.sl, &self.stop_rules, &self.rngs[w], self.dt, &ev)
-            elif a.role == ROLE_LOG:
-                if T < m.track_steps and m.track_valid[a.log_index * m.track_steps + T]:
-                    trk = &m.track_state[(a.log_index * m.track_steps + T) * 6]
-                    a.x, a.y, a.z, a.heading = trk[0], trk[1], trk[2], trk[3]
-                    a.cos_h = cos(a.heading)
-                    a.sin_h = sin(a.heading)
-                    a.speed = trk[4] * a.cos_h + trk[5] * a.sin_h
-                else:
-                    a.alive = 0
-        # 2. agent grid
-        grid_build(&self.agents[base], n, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base], self.agent_cell)
-        # 3-6. rules, rewards, consequences for controlled agents (IDM vehicles: collisions only)
-        for i in range(n):
-            a = &self.agents[base + i]
-            if a.alive and a.role == ROLE_IDM:
-                a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base],
-                                      self.agent_cell, self.z_gate, 0.0)
-            if not a.alive or a.role != ROLE_CONTROLLED or over:
-                continue
-            c = a.cls
-            cp = &self.cp[c * N_CP]
-            r = w * K + a.slot
-            memset(&ev, 0, sizeof(StepEvents))
-            a.collided = collides(&self.agents[base], i, &self.grid_head[w * AGENT_BUCKETS], &self.grid_next[base],
-                                  self.agent_cell, self.z_gate, 0.0)
-            ev.collided = a.collided
-            prev_lane = a.lane
-            lane_state(m, a, self.lane_max_dist, self.z_gate)
-            speed = fabs(a.speed)
-            if c == CLS_PEDESTRIAN:
-                a.offroad = 0
-                a.on_crosswalk = point_in_rings(a.x, a.y, m.cross_pts, m.cross_off, m.cross_bbox, m.n_cross)
-                ev.incursion = (a.lane >= 0 and fabs(a.lane_lat) < 0.5 * a.lane_width and not a.on_crosswalk)
-                a.wrong_way = 0
-            else:
-                a.offroad = offroad(m, a, self.z_gate)
-                ev.offroad = a.offroad
-                a.wrong_way = (a.lane >= 0 and m.lane_inter[a.lane] < 0 and
-                               fabs(a.lane_heading_res) > self.wrong_way_angle and speed > 0.5)
-                ev.wrong_way = a.wrong_way
-                traffic_rules(m, a, prev_lane, st.sl, &self.stop_rules, &self.rngs[w], self.dt, &ev)
-            a.n_comfort = ((fabs(a.a_long) > cp[CP_COMF_ALONG]) + (fabs(a.a_lat) > cp[CP_COMF_ALAT]) +
-                           (fabs(a.j_long) > cp[CP_COMF_JLONG]) + (fabs(a.j_lat) > cp[CP_COMF_JLAT]))
-            ev.comfort_violations = a.n_comfort
-            d = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
-            ev.goal_progress = a.prev_goal_dist - d
-            a.prev_goal_dist = d
-            ev.goal = d < a.rw[RW_DELTA_GOAL] and speed < a.rw[RW_V_GOAL]
-            a.goal_reached = ev.goal
-            self.rew[r] = <float>step_reward(a, &ev, cp, self.dt, m.handedness)
-            self.cnt[r * N_COUNTERS + CNT_COLLISION] += ev.collided
-            self.cnt[r * N_COUNTERS + CNT_OFFROAD] += ev.offroad
-            self.cnt[r * N_COUNTERS + CNT_WRONG_WAY] += ev.wrong_way
-            self.cnt[r * N_COUNTERS + CNT_GOAL] += ev.goal
-            self.cnt[r * N_COUNTERS + CNT_COMFORT] += ev.comfort_violations
-            self.cnt[r * N_COUNTERS + CNT_STOP_LINE] += ev.stop_line
-            self.cnt[r * N_COUNTERS + CNT_RED_LIGHT] += ev.red_light
-            remove = ((ev.collided and self.conseq_collision == CONSEQ_REMOVE) or
-                      (ev.offroad and self.conseq_offroad == CONSEQ_REMOVE) or
-                      (ev.wrong_way and self.conseq_wrong_way == CONSEQ_REMOVE))
-            if not remove and ((ev.collided and self.conseq_collision == CONSEQ_STOP) or
-                               (ev.offroad and self.conseq_offroad == CONSEQ_STOP) or
-                               (ev.wrong_way and self.conseq_wrong_way == CONSEQ_STOP)):
-                a.speed = 0.0
-                a.a_long = 0.0
-                a.a_lat = 0.0
-                a.v_lat = 0.0
-                a.yaw_rate = 0.0
-            if remove:
-                a.alive = 0
-                self.term[r] = 1
-                self.nact[r] = 0
-            elif ev.goal:
-                if self.goal_behavior == 0 and self._assign_goal(w, a):
-                    a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
-                else:
-                    a.halted = 1
-                    a.role = ROLE_STATIC
-                    self.nact[r] = 0
-                    a.speed = 0.0
-                    a.a_long = 0.0
-                    a.a_lat = 0.0
-                    self.term[r] = 1
-        # 7. truncation at the horizon
-        if T >= self.horizon:
-            for k in range(K):
-                r = w * K + k
-                if self.valid_p[r] and not self.term[r]:
-                    self.trunc[r] = 1
-                    self.nact[r] = 0
-        # 8. observations
-        self._observe_world(w)
-
-    cdef void _observe_world(self, Py_ssize_t w) noexcept nogil:
-        cdef Py_ssize_t K = self.slots_per_world, base = w * self.max_agents, k, r, i
-        cdef const MapC* m = self.wmap[w]
-        cdef ObsOut out
-        cdef Agent* a
-        cdef bint drop
-        cdef SigState st
-        self._sig_state(w, &st)
-        cdef double* tr_d2 = self.tr_d2
-        cdef int* tr_idx = self.tr_idx
-        out.f = self.obs_f
-        out.h = self.obs_h
-        out.dim = self.obs_dim
-        out.noise_std = self.noise_std
-        out.noise_clip = self.noise_clip
-        out.rng = &self.rngs[w]
-        for k in range(K):
-            r = w * K + k
-            i = self.slot_of[r]
-            if i < 0 or not self.valid_p[r]:
-                continue
-            a = &self.agents[base + i]
-            drop = self.state_dropout > 0 and rng_uniform(&self.rngs[w]) < self.state_dropout
-            write_ego(&out, r * self.obs_dim, &self.ego, a, drop)
-            if self.partners.max_n > 0:
-                self.prev_np[r] = write_partners(&out, r * self.obs_dim, &self.partners, &self.agents[base],
-                                                 self.n_agents[w], i, &self.d2buf[base], &self.idxbuf[base],
-                                                 self.prev_np[r])
-            if self.road.max_n > 0:
-                self.prev_nr[r] = write_road(&out, r * self.obs_dim, &self.road, &m.obs, a, self.prev_nr[r])
-            if self.traffic.max_n > 0:
-                self.prev_nt[r] = write_traffic(&out, r * self.obs_dim, &self.traffic, m, a, st.sl,
-                                                tr_d2 + w * self.s_cap, tr_idx + w * self.s_cap, self.prev_nt[r])
+        _set_scene(self, world, agents, seed)
 
 
 cdef void* _ptr_mut(a):

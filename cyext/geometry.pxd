@@ -76,50 +76,36 @@ cdef inline void box_corners(double cx, double cy, double heading, double length
     ys[3] = cy - s * hl - c * hw
 
 
-cdef inline bint _separated_on_axis(double ux, double uy, double* ax, double* ay,
-                                    double* bx, double* by) noexcept nogil:
-    cdef double amin = 1e300, amax = -1e300, bmin = 1e300, bmax = -1e300, p
-    cdef int i
-    for i in range(4):
-        p = ux * ax[i] + uy * ay[i]
-        if p < amin:
-            amin = p
-        if p > amax:
-            amax = p
-        p = ux * bx[i] + uy * by[i]
-        if p < bmin:
-            bmin = p
-        if p > bmax:
-            bmax = p
-    return amax < bmin or bmax < amin
+cdef inline bint obb_overlap_cs(double ax, double ay, double ac, double as_, double ahl, double ahw,
+                                double bx, double by, double bc, double bs, double bhl, double bhw) noexcept nogil:
+    """Separating-axis test of two oriented boxes given by centre, heading as (cos, sin) and half
+    extents (half length, half width); touching counts as overlap. The four candidate axes are the
+    boxes' edge normals; on each, the centre distance is compared with the sum of the projected
+    half extents."""
+    cdef double dx = bx - ax, dy = by - ay
+    cdef double cc = fabs(ac * bc + as_ * bs), cs = fabs(ac * bs - as_ * bc)
+    if fabs(dx * ac + dy * as_) > ahl + bhl * cc + bhw * cs:
+        return False
+    if fabs(-dx * as_ + dy * ac) > ahw + bhl * cs + bhw * cc:
+        return False
+    if fabs(dx * bc + dy * bs) > bhl + ahl * cc + ahw * cs:
+        return False
+    if fabs(-dx * bs + dy * bc) > bhw + ahl * cs + ahw * cc:
+        return False
+    return True
 
 
 cdef inline bint obb_overlap(double cx1, double cy1, double h1, double l1, double w1,
                              double cx2, double cy2, double h2, double l2, double w2) noexcept nogil:
-    """Separating-axis test for two oriented boxes (touching counts as overlap).
-
-    Two convex boxes are disjoint iff their projections separate on one of the four edge normals.
-    """
-    # Cheap reject on bounding circles first: most pairs from the spatial grid are far apart.
+    """Separating-axis test for two oriented boxes given by heading and full extents (touching
+    counts as overlap): ``obb_overlap_cs`` after a cheap reject on bounding circles, since most pairs
+    from the spatial grid are far apart."""
     cdef double dx = cx2 - cx1, dy = cy2 - cy1
     cdef double r = 0.5 * (sqrt(l1 * l1 + w1 * w1) + sqrt(l2 * l2 + w2 * w2))
     if dx * dx + dy * dy > r * r:
         return False
-    cdef double ax[4]
-    cdef double ay[4]
-    cdef double bx[4]
-    cdef double by[4]
-    box_corners(cx1, cy1, h1, l1, w1, ax, ay)
-    box_corners(cx2, cy2, h2, l2, w2, bx, by)
-    if _separated_on_axis(cos(h1), sin(h1), ax, ay, bx, by):
-        return False
-    if _separated_on_axis(-sin(h1), cos(h1), ax, ay, bx, by):
-        return False
-    if _separated_on_axis(cos(h2), sin(h2), ax, ay, bx, by):
-        return False
-    if _separated_on_axis(-sin(h2), cos(h2), ax, ay, bx, by):
-        return False
-    return True
+    return obb_overlap_cs(cx1, cy1, cos(h1), sin(h1), 0.5 * l1, 0.5 * w1,
+                          cx2, cy2, cos(h2), sin(h2), 0.5 * l2, 0.5 * w2)
 
 
 cdef inline bint point_in_polygon(double px, double py, const double[:, ::1] pts,

@@ -75,3 +75,11 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
     if e.wrong_way:
         r -= w[RW_WRONG_WAY] * dt
     return r
+
+
+cdef inline double goal_progress(Agent* a, double d) noexcept nogil:
+    """The goal-progress term's input: metres closer to the goal than at the last step (``d``: the
+    distance now, remembered for the next step)."""
+    cdef double progress = a.prev_goal_dist - d
+    a.prev_goal_dist = d
+    return progress

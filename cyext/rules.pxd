@@ -1,10 +1,16 @@
 # cython: language_level=3
-"""Rule checks at the simulation layer (TerraZero section 3.3): footprint against road edges and
-sidewalks (off-road), lane state (heading residual, signed lateral offset), containment in
-crosswalks and sidewalks, and the per-world agent grid used for collision candidates."""
+"""Rule checks and their consequences at the simulation layer (TerraZero section 3.3): footprint
+against road edges and sidewalks (off-road), lane state (heading residual, signed lateral offset),
+containment in crosswalks and sidewalks, the per-world agent grid used for collision candidates,
+wrong-way driving, comfort limits, goal arrival, the per-slot event counters, and what an event
+does to the agent (``consequence``: nothing, stop in place, or removal). Stop lines and signals
+are checked by ``traffic.pxd``; the reward that prices these events is ``rewards.pxd``."""
 
 from libc.math cimport floor, fabs, sqrt, atan2, cos, sin
-from common cimport Agent, MapC, SegGridC
+from common cimport (Agent, MapC, SegGridC, CP_COMF_ALONG, CP_COMF_ALAT, CP_COMF_JLONG, CP_COMF_JLAT,
+                     RW_DELTA_GOAL, RW_V_GOAL, CONSEQ_NONE, CONSEQ_STOP, CONSEQ_REMOVE, CNT_COLLISION,
+                     CNT_OFFROAD, CNT_WRONG_WAY, CNT_GOAL, CNT_COMFORT, CNT_STOP_LINE, CNT_RED_LIGHT)
+from rewards cimport StepEvents
 from geometry cimport (box_corners, segments_intersect, obb_overlap, point_in_polygon, wrap_angle,
                        point_segment_dist2)
 from seggrid cimport seggrid_nearest
@@ -168,3 +174,85 @@ cdef inline bint collides(Agent* agents, Py_ssize_t i, const int* head, const in
                             return True
                 j = nxt[j]
     return False
+
+
+# ------------------------------------------------------------------- per-step checks of one agent
+
+cdef inline bint wrong_way(const MapC* m, const Agent* a, double max_angle) noexcept nogil:
+    """Driving against the lane: on a lane outside intersections (turning there is free), with a
+    heading residual above ``max_angle`` radians, at more than 0.5 m/s (so turning on the spot or
+    standing still is not counted)."""
+    return (a.lane >= 0 and m.lane_inter[a.lane] < 0 and
+            fabs(a.lane_heading_res) > max_angle and fabs(a.speed) > 0.5)
+
+
+cdef inline int comfort_violations(const Agent* a, const double* cp) noexcept nogil:
+    """How many of the four comfort limits of the agent's class (``cp``: its class-parameter row)
+    the agent exceeds this step: longitudinal and lateral acceleration, longitudinal and lateral jerk
+    (TerraZero appendix B)."""
+    return ((fabs(a.a_long) > cp[CP_COMF_ALONG]) + (fabs(a.a_lat) > cp[CP_COMF_ALAT]) +
+            (fabs(a.j_long) > cp[CP_COMF_JLONG]) + (fabs(a.j_lat) > cp[CP_COMF_JLAT]))
+
+
+cdef inline void pedestrian_rules(const MapC* m, Agent* a, StepEvents* ev) noexcept nogil:
+    """Pedestrians are never off-road nor wrong-way; walking on the carriageway (within half a lane
+    width of a centerline) outside a crosswalk is a road incursion."""
+    a.offroad = 0
+    a.on_crosswalk = point_in_rings(a.x, a.y, m.cross_pts, m.cross_off, m.cross_bbox, m.n_cross)
+    ev.incursion = (a.lane >= 0 and fabs(a.lane_lat) < 0.5 * a.lane_width and not a.on_crosswalk)
+    a.wrong_way = 0
+
+
+cdef inline void vehicle_rules(const MapC* m, Agent* a, double z_gate, double wrong_way_angle,
+                               StepEvents* ev) noexcept nogil:
+    """Vehicles and cyclists: off-road footprint and wrong-way driving (after ``lane_state``)."""
+    a.offroad = offroad(m, a, z_gate)
+    ev.offroad = a.offroad
+    a.wrong_way = wrong_way(m, a, wrong_way_angle)
+    ev.wrong_way = a.wrong_way
+
+
+cdef inline double goal_distance(const Agent* a) noexcept nogil:
+    """Planar distance from the agent's centre to its goal (m)."""
+    return sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+
+
+cdef inline void goal_check(Agent* a, double d, StepEvents* ev) noexcept nogil:
+    """The goal is reached within the agent's own goal radius ``rw[RW_DELTA_GOAL]`` at a speed under
+    ``rw[RW_V_GOAL]`` (``d``: ``goal_distance``)."""
+    ev.goal = d < a.rw[RW_DELTA_GOAL] and fabs(a.speed) < a.rw[RW_V_GOAL]
+    a.goal_reached = ev.goal
+
+
+cdef inline void count_events(int* row, const StepEvents* ev) noexcept nogil:
+    """Add this step's events to a slot's cumulative counters (``row``: its ``N_COUNTERS`` ints)."""
+    row[CNT_COLLISION] += ev.collided
+    row[CNT_OFFROAD] += ev.offroad
+    row[CNT_WRONG_WAY] += ev.wrong_way
+    row[CNT_GOAL] += ev.goal
+    row[CNT_COMFORT] += ev.comfort_violations
+    row[CNT_STOP_LINE] += ev.stop_line
+    row[CNT_RED_LIGHT] += ev.red_light
+
+
+cdef inline int consequence(const StepEvents* ev, int on_collision, int on_offroad,
+                            int on_wrong_way) noexcept nogil:
+    """What this step's events do to the agent, given the configured consequence of each
+    (``CONSEQ_*``): ``CONSEQ_REMOVE`` if any event that happened removes it, else ``CONSEQ_STOP`` if
+    any stops it, else ``CONSEQ_NONE``."""
+    if ((ev.collided and on_collision == CONSEQ_REMOVE) or (ev.offroad and on_offroad == CONSEQ_REMOVE) or
+            (ev.wrong_way and on_wrong_way == CONSEQ_REMOVE)):
+        return CONSEQ_REMOVE
+    if ((ev.collided and on_collision == CONSEQ_STOP) or (ev.offroad and on_offroad == CONSEQ_STOP) or
+            (ev.wrong_way and on_wrong_way == CONSEQ_STOP)):
+        return CONSEQ_STOP
+    return CONSEQ_NONE
+
+
+cdef inline void stop_in_place(Agent* a) noexcept nogil:
+    """The ``CONSEQ_STOP`` consequence: the agent keeps its pose and loses all motion."""
+    a.speed = 0.0
+    a.a_long = 0.0
+    a.a_lat = 0.0
+    a.v_lat = 0.0
+    a.yaw_rate = 0.0

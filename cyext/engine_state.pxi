@@ -1,0 +1,82 @@
+# Engine state snapshots and inspection: ``get_state`` / ``set_state`` (everything that evolves
+# between resets, for bit-exact continuation) and the copied or read-only views of the agents for
+# tests, rendering and debugging (``agent_states``, ``agents``). Module-level functions of
+# _engine.pyx taking the engine, behind the Engine methods of the same names; nothing here runs on
+# the step path.
+
+cdef _get_state(Engine e):
+    rng = np.empty(e.num_worlds * sizeof(Rng), np.uint8)
+    if e.num_worlds:
+        memcpy(<void*>_ptr_mut(rng), <void*>e.rngs, e.num_worlds * sizeof(Rng))
+    state = {"agents": e._agent_store.copy(), "rngs": rng, "world_map": e.world_map.copy()}
+    state.update({f"buffer/{k}": v.copy() for k, v in e._buffers.items()})
+    state.update({f"signal/{k}": v.copy() for k, v in e._sig.items()})
+    return state
+
+cdef _set_state(Engine e, state):
+    expected = {"agents": e._agent_store, "world_map": e.world_map}
+    expected.update({f"buffer/{k}": v for k, v in e._buffers.items()})
+    expected.update({f"signal/{k}": v for k, v in e._sig.items()})
+    missing = sorted((set(expected) | {"rngs"}) - set(state))
+    if missing:
+        raise ValueError(f"engine state lacks {', '.join(missing)}")
+    for k, v in expected.items():
+        got = np.asarray(state[k])
+        if got.shape != v.shape or got.dtype != v.dtype:
+            raise ValueError(f"engine state {k!r}: expected {v.dtype} {v.shape}, got {got.dtype} {got.shape} "
+                             "(was it saved by an engine with another config?)")
+    if not np.array_equal(state["world_map"], e.world_map):
+        raise ValueError("engine state 'world_map': the snapshot's worlds use other maps than this engine's")
+    rng = np.ascontiguousarray(state["rngs"], np.uint8)
+    if rng.shape != (e.num_worlds * sizeof(Rng),):
+        raise ValueError(f"engine state 'rngs': expected {e.num_worlds * sizeof(Rng)} bytes, got {rng.shape}")
+    for k, v in expected.items():
+        if k != "world_map":
+            np.copyto(v, state[k])
+    if e.num_worlds:
+        memcpy(<void*>e.rngs, <void*>_ptr_mut(rng), e.num_worlds * sizeof(Rng))
+
+cdef _agent_states(Engine e, int world):
+    if not 0 <= world < e.num_worlds:
+        raise ValueError(f"world must lie in [0, {e.num_worlds})")
+    cdef Py_ssize_t n = e.n_agents[world], i
+    cdef Agent* a
+    names = ("x", "y", "z", "heading", "speed", "v_lat", "yaw_rate", "a_long", "a_lat", "j_long", "j_lat",
+             "steer", "length", "width", "height", "goal_x", "goal_y", "lane", "lane_heading_res", "lane_lat",
+             "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way")
+    out = {k: np.zeros(n) for k in names}
+    out["kin"] = np.zeros((n, 4))
+    out["rw"] = np.zeros((n, N_REWARD))
+    for i in range(n):
+        a = &e.agents[world * e.max_agents + i]
+        vals = (a.x, a.y, a.z, a.heading, a.speed, a.v_lat, a.yaw_rate, a.a_long, a.a_lat, a.j_long, a.j_lat,
+                a.steer, a.length, a.width, a.height, a.goal_x, a.goal_y, a.lane, a.lane_heading_res, a.lane_lat,
+                a.cls, a.role, a.slot, a.alive, a.goal_hidden, a.collided, a.offroad, a.wrong_way)
+        for k, v in zip(names, vals):
+            out[k][i] = v
+        out["kin"][i] = [a.kin[0], a.kin[1], a.kin[2], a.kin[3]]
+        out["rw"][i] = [a.rw[k] for k in range(N_REWARD)]
+    for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way"):
+        out[k] = out[k].astype(np.int64)
+    return out
+
+cdef _agents_view(Engine e):
+    cdef Agent probe
+    cdef size_t b = <size_t>&probe
+    fields = [("x", <size_t>&probe.x - b), ("y", <size_t>&probe.y - b), ("z", <size_t>&probe.z - b),
+              ("heading", <size_t>&probe.heading - b), ("speed", <size_t>&probe.speed - b),
+              ("length", <size_t>&probe.length - b), ("width", <size_t>&probe.width - b),
+              ("height", <size_t>&probe.height - b), ("goal_x", <size_t>&probe.goal_x - b),
+              ("goal_y", <size_t>&probe.goal_y - b)]
+    ints = [("cls", <size_t>&probe.cls - b), ("role", <size_t>&probe.role - b), ("slot", <size_t>&probe.slot - b),
+            ("alive", <size_t>&probe.alive - b), ("collided", <size_t>&probe.collided - b),
+            ("offroad", <size_t>&probe.offroad - b), ("wrong_way", <size_t>&probe.wrong_way - b),
+            ("red_light", <size_t>&probe.red_light - b), ("ran_stop_line", <size_t>&probe.ran_stop_line - b),
+            ("goal_reached", <size_t>&probe.goal_reached - b)]
+    dt = np.dtype({"names": [n for n, _ in fields] + [n for n, _ in ints],
+                   "formats": ["<f8"] * len(fields) + ["<i4"] * len(ints),
+                   "offsets": [o for _, o in fields] + [o for _, o in ints],
+                   "itemsize": sizeof(Agent)})
+    view = e._agent_store.view(dt).reshape(e.num_worlds, e.max_agents)
+    view.flags.writeable = False
+    return view

@@ -1,0 +1,322 @@
+# Scene composition of the Engine (TerraZero appendix D), as module-level functions of _engine.pyx
+# taking the engine: clearing and resetting a world, scripted scenes (``Engine.set_scene``),
+# per-agent initialization (class, dimensions, kinematic coefficients, reward parameters), random
+# placement by rejection sampling on lanes and sidewalks, placement from logged tracks, and goal
+# assignment by a walk over the lane graph. The geometric helpers it uses (points along lanes, goal
+# sampling) live in ``scene.pxd``.
+
+cdef _set_scene(Engine e, int world, agents, int seed):
+    from terrazero_env.config import REWARD_PARAMS
+    if not 0 <= world < e.num_worlds:
+        raise ValueError(f"world must lie in [0, {e.num_worlds})")
+    if len(agents) > e.max_agents:
+        raise ValueError(f"{len(agents)} agents exceed max_agents_per_world={e.max_agents}")
+    cdef Agent* a
+    cdef Py_ssize_t i, k, base = world * e.max_agents, slot = 0, r
+    cdef int c
+    _clear_world(e, world, seed)
+    for i, spec in enumerate(agents):
+        c = int(spec["cls"])
+        if not 0 <= c < N_CLASSES:
+            raise ValueError(f"agents[{i}]: unknown agent type {spec['cls']!r}")
+        a = &e.agents[base + i]
+        memset(a, 0, sizeof(Agent))
+        _init_agent(e, world, a, c, ROLE_STATIC)
+        a.x, a.y, a.heading = float(spec["x"]), float(spec["y"]), float(spec["heading"])
+        a.z = float(spec.get("z", 0.0))
+        a.cos_h, a.sin_h = np.cos(a.heading), np.sin(a.heading)
+        a.speed = float(spec.get("speed", 0.0))
+        a.length = float(spec.get("length", a.length))
+        a.width = float(spec.get("width", a.width))
+        a.height = float(spec.get("height", a.height))
+        a.wheelbase = a.length * e.cp[c * N_CP + CP_WHEELBASE]
+        if "kin" in spec:
+            for k in range(4):
+                a.kin[k] = float(spec["kin"][k])
+        for name, v in spec.get("rw", {}).items():
+            k = REWARD_PARAMS.index(name)
+            a.rw[k] = float(v)
+            a.rw_norm[k] = _normalize_rw(e, c, k, a.rw[k])
+        controlled = spec.get("controlled", bool(e.controlled_cls[c])) and not spec.get("idm", False)
+        if spec.get("idm", False):
+            # A rule-based IDM vehicle on the lane under it (nearest centerline in its direction).
+            q = (<RoadMap>e.road_maps[e.world_map[world]]).lanes.query(np.array([[a.x, a.y, a.z]]))
+            if q["row"][0] < 0:
+                raise ValueError(f"agents[{i}]: an IDM vehicle must start on a lane")
+            a.role = ROLE_IDM
+            a.lane = int(q["row"][0])
+            a.lane_s = float(q["s"][0])
+            a.route_lane = -1
+            a.idm_mode = int(spec.get("idm_mode", 0))
+        elif controlled and slot < e.slots_per_world:
+            a.role = ROLE_CONTROLLED
+            a.slot = slot
+            slot += 1
+        a.goal_x, a.goal_y = spec.get("goal", (a.x, a.y))
+        a.goal_hidden = 1 if spec.get("goal_hidden", False) else 0
+        a.alive = 1
+        e.n_agents[world] = i + 1
+    with nogil:
+        _finish_reset(e, world)
+
+cdef double _normalize_rw(Engine e, int c, int k, double v) noexcept nogil:
+    cdef double lo = e.rlo[c * N_REWARD + k], hi = e.rhi[c * N_REWARD + k]
+    if not e.ron[c * N_REWARD + k] or hi <= lo:
+        return 0.0
+    return 2.0 * (v - lo) / (hi - lo) - 1.0
+
+cdef void _init_agent(Engine e, Py_ssize_t w, Agent* a, int c, int role) noexcept nogil:
+    """Class, sampled dimensions, kinematic coefficients and reward parameters."""
+    cdef Rng* rng = &e.rngs[w]
+    cdef const double* cp = &e.cp[c * N_CP]
+    cdef int k
+    cdef double lo, hi
+    a.cls = c
+    a.dyn = <int>cp[CP_DYN]
+    a.role = role
+    a.slot = -1
+    a.lane = -1
+    a.log_index = -1
+    a.length = rng_range(rng, cp[CP_LEN_LO], cp[CP_LEN_HI])
+    a.width = rng_range(rng, cp[CP_WID_LO], cp[CP_WID_HI])
+    a.height = rng_range(rng, cp[CP_HGT_LO], cp[CP_HGT_HI])
+    a.wheelbase = a.length * cp[CP_WHEELBASE]
+    for k in range(4):
+        a.kin[k] = rng_range(rng, e.kin_lo, e.kin_hi) if e.randomize_kin else 1.0
+    for k in range(N_REWARD):
+        if e.ron[c * N_REWARD + k]:
+            lo = e.rlo[c * N_REWARD + k]
+            hi = e.rhi[c * N_REWARD + k]
+            a.rw[k] = rng_range(rng, lo, hi) if hi > lo else lo
+        else:
+            a.rw[k] = 0.0
+        a.rw_norm[k] = <float>_normalize_rw(e, c, k, a.rw[k])
+
+cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept nogil:
+    cdef Py_ssize_t k, r, K = e.slots_per_world
+    rng_seed(&e.rngs[w], seed)
+    e.t[w] = 0
+    e.n_agents[w] = 0
+    memset(&e.agents[w * e.max_agents], 0, e.max_agents * sizeof(Agent))
+    for k in range(K):
+        r = w * K + k
+        e.slot_of[r] = -1
+        e.nact[r] = 0
+        e.atype[r] = -1
+        e.rew[r] = 0
+        e.term[r] = 0
+        e.trunc[r] = 0
+        e.valid_p[r] = 0
+        e.prev_np[r] = 0
+        e.prev_nr[r] = 0
+        e.prev_nt[r] = 0
+        memset(&e.cnt[r * N_COUNTERS], 0, N_COUNTERS * sizeof(int))
+    if e.obs_f != NULL:
+        memset(&e.obs_f[w * K * e.obs_dim], 0, K * e.obs_dim * sizeof(float))
+    else:
+        memset(&e.obs_h[w * K * e.obs_dim], 0, K * e.obs_dim * sizeof(uint16_t))
+
+cdef void _reset_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept nogil:
+    _clear_world(e, w, seed)
+    cdef const MapC* m = e.wmap[w]
+    cdef bint use_log = e.init_mode == 1 or (e.init_mode == 2 and rng_uniform(&e.rngs[w]) >= e.p_random)
+    if use_log and m.n_tracks > 0:
+        _init_from_log(e, w)
+    else:
+        _init_random(e, w)
+    _finish_reset(e, w)
+
+cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
+    """Slot tables, lane state, goal distances and first observations after placement."""
+    cdef Py_ssize_t i, r, K = e.slots_per_world, base = w * e.max_agents
+    cdef const MapC* m = e.wmap[w]
+    cdef Agent* a
+    cdef SigState st
+    _sig_state(e, w, &st)
+    signals_reset(m, &e.sigp, &st, &e.rngs[w])
+    for i in range(e.n_agents[w]):
+        a = &e.agents[base + i]
+        a.cos_h = cos(a.heading)
+        a.sin_h = sin(a.heading)
+        if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
+            lane_state(m, a, e.lane_max_dist, e.z_gate)
+        a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+        if a.role == ROLE_CONTROLLED and a.slot >= 0:
+            r = w * K + a.slot
+            e.slot_of[r] = <int>i
+            e.atype[r] = a.cls
+            e.nact[r] = e.n_long[a.cls] * e.n_lat[a.cls]
+            e.valid_p[r] = 1
+    grid_build(&e.agents[base], e.n_agents[w], &e.grid_head[w * AGENT_BUCKETS],
+               &e.grid_next[base], e.agent_cell)
+    for i in range(e.n_agents[w]):
+        a = &e.agents[base + i]
+        if a.alive and a.role == ROLE_CONTROLLED:
+            a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS],
+                                  &e.grid_next[base], e.agent_cell, e.z_gate, 0.0)
+    _observe_world(e, w)
+
+cdef bint _place_on_lane(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    cdef const MapC* m = e.wmap[w]
+    cdef Rng* rng = &e.rngs[w]
+    cdef Py_ssize_t lane
+    cdef double s, jitter
+    if m.n_spawn_lanes == 0:
+        return False
+    lane = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
+    s = rng_range(rng, 0.0, lane_length(m, lane))
+    lane_point(m, lane, s, &a.x, &a.y, &a.z, &a.heading)
+    a.lane = <int>lane
+    a.lane_s = s
+    a.route_lane = -1
+    jitter = rng_range(rng, -0.2, 0.2)
+    a.x -= jitter * sin(a.heading)
+    a.y += jitter * cos(a.heading)
+    a.heading += rng_range(rng, -0.05, 0.05)
+    return True
+
+cdef bint _place_on_sidewalk(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    cdef const MapC* m = e.wmap[w]
+    cdef Rng* rng = &e.rngs[w]
+    cdef Py_ssize_t ring
+    cdef const double* bb
+    cdef int k
+    if m.n_walks == 0:
+        return _place_on_lane(e, w, a)
+    for k in range(20):
+        ring = rng_int(rng, m.n_walks)
+        bb = &m.walk_bbox[4 * ring]
+        a.x = rng_range(rng, bb[0], bb[2])
+        a.y = rng_range(rng, bb[1], bb[3])
+        if point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks):
+            a.z = m.walk_pts[3 * m.walk_off[ring] + 2]
+            a.heading = rng_range(rng, -3.141592653589793, 3.141592653589793)
+            return True
+    return False
+
+cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    """A goal ahead along the lane graph (pedestrians: straight ahead along their heading)."""
+    cdef const MapC* m = e.wmap[w]
+    cdef Rng* rng = &e.rngs[w]
+    cdef double d, s, dt2, t
+    cdef Py_ssize_t seg
+    if a.cls == CLS_PEDESTRIAN:
+        d = rng_range(rng, 0.25 * e.goal_lo, 0.25 * e.goal_hi)
+        a.goal_x = a.x + d * cos(a.heading)
+        a.goal_y = a.y + d * sin(a.heading)
+        a.goal_z = a.z
+        return True
+    seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &dt2, &t)
+    if seg < 0:
+        return False
+    s = m.lanes.seg_s0[seg] + t * sqrt((m.lanes.seg[6 * seg + 3] - m.lanes.seg[6 * seg]) ** 2
+                                       + (m.lanes.seg[6 * seg + 4] - m.lanes.seg[6 * seg + 1]) ** 2)
+    return sample_goal(m, rng, m.lanes.seg_row[seg], s, a.x, a.y, cos(a.heading), sin(a.heading),
+                       e.goal_lo, e.goal_hi, e.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
+
+cdef int _sample_class(Engine e, Py_ssize_t w) noexcept nogil:
+    cdef double total = 0.0, u
+    cdef int c
+    for c in range(N_CLASSES):
+        total += e.class_weight[c]
+    u = rng_uniform(&e.rngs[w]) * total
+    for c in range(N_CLASSES):
+        if u < e.class_weight[c]:
+            return c
+        u -= e.class_weight[c]
+    return CLS_CAR
+
+cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
+    """Random placement under rejection sampling (appendix D.1): collision-free with a
+    clearance, on the road, aligned with the lane, at low speed, outside signalized
+    intersections; controlled agents also need a goal ahead."""
+    cdef Rng* rng = &e.rngs[w]
+    cdef const MapC* m = e.wmap[w]
+    cdef Py_ssize_t base = w * e.max_agents, n = 0, target, k, j
+    cdef int attempt, c, slots = 0, role
+    cdef Agent* a
+    cdef bint ok
+    target = e.n_min + rng_int(rng, e.n_max - e.n_min + 1)
+    for k in range(target):
+        for attempt in range(e.tries):
+            c = _sample_class(e, w)
+            role = ROLE_CONTROLLED if (e.controlled_cls[c] and slots < e.slots_per_world) else ROLE_STATIC
+            a = &e.agents[base + n]
+            memset(a, 0, sizeof(Agent))
+            _init_agent(e, w, a, c, role)
+            ok = _place_on_sidewalk(e, w, a) if c == CLS_PEDESTRIAN else _place_on_lane(e, w, a)
+            if not ok:
+                continue
+            a.cos_h = cos(a.heading)
+            a.sin_h = sin(a.heading)
+            a.alive = 1
+            for j in range(n):
+                if obb_overlap(a.x, a.y, a.heading, a.length + 2 * e.clearance, a.width + 2 * e.clearance,
+                               e.agents[base + j].x, e.agents[base + j].y, e.agents[base + j].heading,
+                               e.agents[base + j].length, e.agents[base + j].width) and \
+                        fabs(e.agents[base + j].z - a.z) <= e.z_gate:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            if c != CLS_PEDESTRIAN and offroad(m, a, e.z_gate):
+                continue
+            if role == ROLE_CONTROLLED:
+                if not _assign_goal(e, w, a):
+                    continue
+                a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
+                a.slot = slots
+                a.goal_hidden = 1 if rng_uniform(rng) < e.goal_dropout[c] else 0
+                slots += 1
+            else:
+                a.goal_x = a.x
+                a.goal_y = a.y
+                if c <= CLS_BUS and e.idm_fraction > 0 and rng_uniform(rng) < e.idm_fraction:
+                    a.role = ROLE_IDM
+                    a.idm_mode = rng_int(rng, 3)
+                    a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
+            n += 1
+            break
+    e.n_agents[w] = <int>n
+
+cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
+    """Agents at their logged state at step 0; controlled ones get their last logged position
+    as goal (appendix D.5), the rest replay the log."""
+    cdef const MapC* m = e.wmap[w]
+    cdef Py_ssize_t base = w * e.max_agents, n = 0, j, T = m.track_steps, last, tt
+    cdef const double* st
+    cdef Agent* a
+    cdef int c, slots = 0
+    for j in range(m.n_tracks):
+        if n >= e.max_agents:
+            break
+        if not m.track_valid[j * T]:
+            continue
+        c = m.track_type[j]
+        a = &e.agents[base + n]
+        memset(a, 0, sizeof(Agent))
+        _init_agent(e, w, a, c, ROLE_LOG)
+        st = &m.track_state[(j * T) * 6]
+        a.x, a.y, a.z, a.heading = st[0], st[1], st[2], st[3]
+        a.speed = st[4] * cos(st[3]) + st[5] * sin(st[3])
+        a.length = m.track_size[3 * j]
+        a.width = m.track_size[3 * j + 1]
+        a.height = m.track_size[3 * j + 2]
+        a.wheelbase = a.length * e.cp[c * N_CP + CP_WHEELBASE]
+        a.log_index = <int>j
+        a.alive = 1
+        last = 0
+        for tt in range(T):
+            if m.track_valid[j * T + tt]:
+                last = tt
+        a.goal_x = m.track_state[(j * T + last) * 6]
+        a.goal_y = m.track_state[(j * T + last) * 6 + 1]
+        a.goal_z = m.track_state[(j * T + last) * 6 + 2]
+        if e.controlled_cls[c] and slots < e.slots_per_world and \
+                (a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2 >= e.goal_fwd * e.goal_fwd:
+            a.role = ROLE_CONTROLLED
+            a.slot = slots
+            a.goal_hidden = 1 if rng_uniform(&e.rngs[w]) < e.goal_dropout[c] else 0
+            slots += 1
+        n += 1
+    e.n_agents[w] = <int>n

@@ -1,0 +1,185 @@
+# One step of one world, as module-level functions of _engine.pyx taking the engine (they run
+# without the GIL, one world per call, possibly on several threads at once). ``_step_world`` is a
+# fixed sequence of named calls: open the slots -> signals tick -> motion (class dynamics for
+# controlled agents, IDM for rule-based vehicles, log replay) -> agent grid -> judge each controlled
+# agent (rule checks from rules.pxd and traffic.pxd, its reward from rewards.pxd, counters and
+# consequences) -> truncation at the horizon -> observations (observe.pxd). Each helper touches
+# only world ``w``'s agents, generator, scratch and buffer rows, which is what makes worlds
+# independent of the thread that steps them.
+
+cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
+    """Advance world ``w`` by dt, in a fixed order (see the header of this file)."""
+    cdef SigState st
+    _sig_state(e, w, &st)
+    # A world past its horizon has ended: its slots are no longer valid until it is reset.
+    cdef bint over = e.t[w] >= e.horizon
+    e.t[w] += 1
+    _open_slots(e, w, over)
+    signals_tick(e.wmap[w], &e.sigp, &st, &e.rngs[w], e.dt)
+    _move_agents(e, w, over, &st)
+    grid_build(&e.agents[w * e.max_agents], e.n_agents[w], &e.grid_head[w * AGENT_BUCKETS],
+               &e.grid_next[w * e.max_agents], e.agent_cell)
+    _judge_agents(e, w, over, &st)
+    _truncate_at_horizon(e, w)
+    _observe_world(e, w)
+
+cdef void _open_slots(Engine e, Py_ssize_t w, bint over) noexcept nogil:
+    """Clear the slots' step outputs; a slot is valid this step when it holds a live controlled
+    agent and the world has not ended."""
+    cdef Py_ssize_t K = e.slots_per_world, base = w * e.max_agents, k, r, i
+    for k in range(K):
+        r = w * K + k
+        e.rew[r] = 0
+        e.term[r] = 0
+        e.trunc[r] = 0
+        i = e.slot_of[r]
+        e.valid_p[r] = 1 if (not over and i >= 0 and e.agents[base + i].alive and
+                                e.agents[base + i].role == ROLE_CONTROLLED) else 0
+
+cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
+    """Controlled agents integrate their action through their class dynamics, IDM vehicles drive
+    their route (and pass through the traffic rules, which track their stop signs), logged agents
+    replay their track and leave when it ends."""
+    cdef Py_ssize_t K = e.slots_per_world, base = w * e.max_agents, i, n = e.n_agents[w]
+    cdef const MapC* m = e.wmap[w]
+    cdef int T = e.t[w], c, act, nl, prev_lane
+    cdef const double* trk
+    cdef Agent* a
+    cdef StepEvents ev
+    for i in range(n):
+        a = &e.agents[base + i]
+        if not a.alive:
+            continue
+        if a.role == ROLE_CONTROLLED:
+            if over:
+                continue
+            front_centre(a, &a.front_x, &a.front_y)
+            c = a.cls
+            act = e.act[w * K + a.slot]
+            nl = e.n_lat[c]
+            step_dynamics(a, &e.cp[c * N_CP], a.dyn, e.grid_long[c * MAX_GRID + act // nl],
+                          e.grid_lat[c * MAX_GRID + act % nl], e.dt)
+        elif a.role == ROLE_IDM:
+            front_centre(a, &a.front_x, &a.front_y)
+            prev_lane = a.lane
+            idm_step(m, &e.agents[base], n, i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt)
+            memset(&ev, 0, sizeof(StepEvents))
+            traffic_rules(m, a, prev_lane, st.sl, &e.stop_rules, &e.rngs[w], e.dt, &ev)
+        elif a.role == ROLE_LOG:
+            if T < m.track_steps and m.track_valid[a.log_index * m.track_steps + T]:
+                trk = &m.track_state[(a.log_index * m.track_steps + T) * 6]
+                a.x, a.y, a.z, a.heading = trk[0], trk[1], trk[2], trk[3]
+                a.cos_h = cos(a.heading)
+                a.sin_h = sin(a.heading)
+                a.speed = trk[4] * a.cos_h + trk[5] * a.sin_h
+            else:
+                a.alive = 0
+
+cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
+    """Rules, reward, counters and consequences for every live controlled agent; IDM vehicles
+    only record their collisions."""
+    cdef Py_ssize_t base = w * e.max_agents, i
+    cdef Agent* a
+    for i in range(e.n_agents[w]):
+        a = &e.agents[base + i]
+        if a.alive and a.role == ROLE_IDM:
+            a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
+                                  e.agent_cell, e.z_gate, 0.0)
+        if a.alive and a.role == ROLE_CONTROLLED and not over:
+            _judge(e, w, i, st)
+
+cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+    """One controlled agent: collision, lane state, off-road or incursion, wrong way, stop lines
+    and signals, comfort, goal; then its reward, its counters and what the events do to it."""
+    cdef Py_ssize_t base = w * e.max_agents, r
+    cdef const MapC* m = e.wmap[w]
+    cdef Agent* a = &e.agents[base + i]
+    cdef const double* cp = &e.cp[a.cls * N_CP]
+    cdef StepEvents ev
+    cdef int prev_lane = a.lane
+    cdef double d
+    r = w * e.slots_per_world + a.slot
+    memset(&ev, 0, sizeof(StepEvents))
+    a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
+                          e.agent_cell, e.z_gate, 0.0)
+    ev.collided = a.collided
+    lane_state(m, a, e.lane_max_dist, e.z_gate)
+    if a.cls == CLS_PEDESTRIAN:
+        pedestrian_rules(m, a, &ev)
+    else:
+        vehicle_rules(m, a, e.z_gate, e.wrong_way_angle, &ev)
+        traffic_rules(m, a, prev_lane, st.sl, &e.stop_rules, &e.rngs[w], e.dt, &ev)
+    a.n_comfort = comfort_violations(a, cp)
+    ev.comfort_violations = a.n_comfort
+    d = goal_distance(a)
+    ev.goal_progress = goal_progress(a, d)
+    goal_check(a, d, &ev)
+    e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness)
+    count_events(&e.cnt[r * N_COUNTERS], &ev)
+    _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way),
+                 ev.goal)
+
+cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:
+    """Apply a consequence (``rules.consequence``) or, failing one that removes the agent, the goal
+    behaviour: a new goal (``goal_behavior`` 0) or a halt that ends the slot's episode."""
+    if outcome == CONSEQ_STOP:
+        stop_in_place(a)
+    if outcome == CONSEQ_REMOVE:
+        a.alive = 0
+        e.term[r] = 1
+        e.nact[r] = 0
+    elif goal:
+        if e.goal_behavior == 0 and _assign_goal(e, w, a):
+            a.prev_goal_dist = goal_distance(a)
+        else:
+            a.halted = 1
+            a.role = ROLE_STATIC
+            e.nact[r] = 0
+            a.speed = 0.0
+            a.a_long = 0.0
+            a.a_lat = 0.0
+            e.term[r] = 1
+
+cdef void _truncate_at_horizon(Engine e, Py_ssize_t w) noexcept nogil:
+    """At the horizon every slot still valid and not terminated is truncated."""
+    cdef Py_ssize_t K = e.slots_per_world, k, r
+    if e.t[w] >= e.horizon:
+        for k in range(K):
+            r = w * K + k
+            if e.valid_p[r] and not e.term[r]:
+                e.trunc[r] = 1
+                e.nact[r] = 0
+
+cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
+    cdef Py_ssize_t K = e.slots_per_world, base = w * e.max_agents, k, r, i
+    cdef const MapC* m = e.wmap[w]
+    cdef ObsOut out
+    cdef Agent* a
+    cdef bint drop
+    cdef SigState st
+    _sig_state(e, w, &st)
+    cdef double* tr_d2 = e.tr_d2
+    cdef int* tr_idx = e.tr_idx
+    out.f = e.obs_f
+    out.h = e.obs_h
+    out.dim = e.obs_dim
+    out.noise_std = e.noise_std
+    out.noise_clip = e.noise_clip
+    out.rng = &e.rngs[w]
+    for k in range(K):
+        r = w * K + k
+        i = e.slot_of[r]
+        if i < 0 or not e.valid_p[r]:
+            continue
+        a = &e.agents[base + i]
+        drop = e.state_dropout > 0 and rng_uniform(&e.rngs[w]) < e.state_dropout
+        write_ego(&out, r * e.obs_dim, &e.ego, a, drop)
+        if e.partners.max_n > 0:
+            e.prev_np[r] = write_partners(&out, r * e.obs_dim, &e.partners, &e.agents[base],
+                                             e.n_agents[w], i, &e.d2buf[base], &e.idxbuf[base],
+                                             e.prev_np[r])
+        if e.road.max_n > 0:
+            e.prev_nr[r] = write_road(&out, r * e.obs_dim, &e.road, &m.obs, a, e.prev_nr[r])
+        if e.traffic.max_n > 0:
+            e.prev_nt[r] = write_traffic(&out, r * e.obs_dim, &e.traffic, m, a, st.sl,
+                                            tr_d2 + w * e.s_cap, tr_idx + w * e.s_cap, e.prev_nt[r])
