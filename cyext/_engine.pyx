@@ -108,6 +108,7 @@ def points_in_polygon(const double[:, ::1] points, const double[:, ::1] polygon)
     return out
 
 
+include "vocabulary.pxi"
 include "roadmap.pxi"
 include "layout.pxi"
 include "engine.pxi"

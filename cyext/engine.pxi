@@ -16,7 +16,7 @@ cdef class Engine:
     * ``actions`` int32 ``[W*K]``: an index into the slot's class action grid (``num_actions(cls)``)
     * ``rewards`` float32, ``terminated``/``truncated``/``valid`` bool ``[W*K]``
     * ``agent_type`` int32 ``[W*K]`` (``AgentType``, -1 for an empty slot)
-    * ``counters`` int32 ``[W*K, 5]`` (``COUNTER_NAMES``), cumulative since the world's reset.
+    * ``counters`` int32 ``[W*K, len(COUNTER_NAMES)]``, cumulative since the world's reset.
 
     ``valid[i]`` is True when slot i held a live controlled agent at the start of the last step (or
     after the last reset): its reward, flags and observation are meaningful. A slot whose agent
@@ -96,7 +96,7 @@ cdef class Engine:
         self._buffers = None
 
     def __init__(self, config=None, maps=None, world_map=None, int num_threads=1):
-        from terrazero_env.config import EngineConfig, REWARD_PARAMS
+        from terrazero_env.config import EngineConfig
         if config is None:
             config = EngineConfig()
         if not isinstance(config, EngineConfig):
@@ -256,7 +256,7 @@ cdef class Engine:
         free(self.wmap)
 
     cdef _load_tables(self, cfg):
-        tb = cfg.tables()
+        tb = cfg.tables(REWARD_PARAMS, CLASS_PARAMS)  # columns in the engine's order, by name
         self._tables = tb
         cdef int c, i
         if tb["grid_long"].shape[1] > MAX_GRID or tb["grid_lat"].shape[1] > MAX_GRID:
@@ -353,8 +353,20 @@ cdef class Engine:
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
         e.kin_lo, e.kin_hi = self.config.init.kinematic_range
-        e.goal_scale = o.goal_scale
-        e.speed_scale = o.speed_scale
+        nm = L.normalisers
+        e.n.position_scale = nm["position_scale"]
+        e.n.height_scale = nm["height_scale"]
+        e.n.goal_scale = nm["goal_scale"]
+        e.n.speed_scale = nm["speed_scale"]
+        e.n.partner_speed_range = nm["partner_speed_range"]
+        e.n.width_range = nm["width_range"]
+        e.n.length_range = nm["length_range"]
+        e.n.steer_range = nm["steer_range"]
+        e.n.accel_long_range = nm["accel_long_range"]
+        e.n.accel_lat_range = nm["accel_lat_range"]
+        e.n.lane_heading_range = nm["lane_heading_range"]
+        e.n.lane_lateral_range = nm["lane_lateral_range"]
+        e.n.segment_range = nm["segment_range"]
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
         self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
@@ -371,6 +383,7 @@ cdef class Engine:
         ent.z_gate = o.z_gate
         ent.dropout = o.slot_dropout
         ent.accel = -1
+        ent.n = self.ego.n
 
     # ----------------------------------------------------------------------------------------- API
 
@@ -591,7 +604,6 @@ cdef class Engine:
         1 assertive, 2 cautious), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         """
-        from terrazero_env.config import REWARD_PARAMS
         if not 0 <= world < self.num_worlds:
             raise ValueError(f"world must lie in [0, {self.num_worlds})")
         if len(agents) > self.max_agents:

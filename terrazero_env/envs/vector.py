@@ -40,8 +40,9 @@ from ..config import AgentType, EngineConfig
 __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
 
 
-#: Every observed value is scaled to order one (appendix C); +-100 bounds even a goal 20 km away.
-OBS_BOUND = 100.0
+#: Every observed value is scaled to order one (appendix C) and clamped by the engine to this bound;
+#: 100 bounds even a goal 20 km away.
+OBS_BOUND: float = _engine.OBS_BOUND
 
 
 def observation_space(engine: Any) -> gym.spaces.Box:
