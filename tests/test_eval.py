@@ -29,7 +29,7 @@ from terrazero_env.agents.evaluate import (
 from terrazero_env.agents.policies import layout_from_env
 
 import terrazero_env
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.cli import main
 from terrazero_env.config_io import dump_config, load_config
 
@@ -132,7 +132,7 @@ def test_wilson_interval_and_t_quantile():
 
 
 def test_a_counter_the_engine_lacks_is_reported_not_invented():
-    names = [n for n in _engine.COUNTER_NAMES if n != "red_light"]
+    names = [n for n in core.COUNTER_NAMES if n != "red_light"]
     per = {"events": {n: [True, False, False] for n in names}, "progress": [0.5, 0.1, -0.2],
            "return": [1.0, 2.0, 4.0]}
     rows = summarize(per)

@@ -149,7 +149,6 @@ def test_shipped_maps_are_up_to_date_with_their_specs(tmp_path, name):
 
 
 def test_map_comparison_catches_a_moved_point_and_a_changed_index(tmp_path):
-    from terrazero_env.maps import save
 
     shipped = load(asset_path(PROCEDURAL[0]))
     arrays, _ = _sections(shipped)

@@ -12,7 +12,8 @@ from enum import IntEnum
 import numpy as np
 import pytest
 
-from terrazero_env import _engine, config
+from terrazero_env import config
+from terrazero_env import engine as core
 from terrazero_env.maps import schema, signal_plan
 
 
@@ -40,16 +41,16 @@ MIRRORS = {
 @pytest.mark.parametrize("table", sorted(MIRRORS))
 def test_python_mirror_equals_engine_vocabulary(table: str) -> None:
     """Each Python-side enum or column list names the engine's values in the engine's order."""
-    assert MIRRORS[table]() == _engine.VOCABULARY[table]
+    assert MIRRORS[table]() == core.VOCABULARY[table]
 
 
 def test_config_tables_follow_the_engine_column_order() -> None:
     """The class table has one column per engine class parameter, each holding the field it names."""
     cfg = config.EngineConfig()
-    tb = cfg.tables(_engine.REWARD_PARAMS, _engine.CLASS_PARAMS)
-    cols = _engine.CLASS_PARAMS
-    assert tb["class_params"].shape == (len(_engine.AGENT_CLASSES), len(cols))
-    assert tb["reward_lo"].shape[1] == len(_engine.REWARD_PARAMS)
+    tb = cfg.tables(core.REWARD_PARAMS, core.CLASS_PARAMS)
+    cols = core.CLASS_PARAMS
+    assert tb["class_params"].shape == (len(core.AGENT_CLASSES), len(cols))
+    assert tb["reward_lo"].shape[1] == len(core.REWARD_PARAMS)
     car = cfg.classes[config.AgentType.CAR]
     row = tb["class_params"][config.AgentType.CAR]
     assert row[cols.index("max_speed")] == car.max_speed
@@ -64,20 +65,20 @@ def test_counters_and_type_codes_come_from_the_engine() -> None:
     """Counter buffers are as wide as the engine's counter names; policies use the writer's type codes."""
     from terrazero_env.envs.vector import OBS_BOUND
 
-    eng = _engine.Engine(config.EngineConfig(num_worlds=1, slots_per_world=1))
-    assert eng.counters.shape[1] == len(_engine.COUNTER_NAMES)
-    assert _engine.TYPE_CODES == tuple(
-        _engine.OBS_TYPES["pedestrian" if c == "PEDESTRIAN" else "cyclist" if c == "CYCLIST" else "vehicle"]
-        for c in _engine.AGENT_CLASSES)
-    assert OBS_BOUND == _engine.OBS_BOUND == eng.obs_layout.bound
+    eng = core.Engine(config.EngineConfig(num_worlds=1, slots_per_world=1))
+    assert eng.counters.shape[1] == len(core.COUNTER_NAMES)
+    assert core.TYPE_CODES == tuple(
+        core.OBS_TYPES["pedestrian" if c == "PEDESTRIAN" else "cyclist" if c == "CYCLIST" else "vehicle"]
+        for c in core.AGENT_CLASSES)
+    assert OBS_BOUND == core.OBS_BOUND == eng.obs_layout.bound
 
 
 def test_obs_layout_reports_widths_and_normalisers() -> None:
     """Entity widths in the layout are the writer's, and the ego features follow the reported scales."""
     cfg = config.EngineConfig(num_worlds=1, slots_per_world=1)
-    eng = _engine.Engine(cfg)
+    eng = core.Engine(cfg)
     L = eng.obs_layout
-    w = _engine.ENTITY_WIDTHS
+    w = core.ENTITY_WIDTHS
     assert L.groups["partners"].width == w["partners"]
     assert L.groups["road"].width == w["road"]
     assert L.groups["traffic"].width == w["traffic"]

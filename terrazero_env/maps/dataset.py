@@ -20,7 +20,6 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -48,7 +47,6 @@ class Dataset:
         self.files = files
         self.cache_size = cache_size
         self._cache: OrderedDict[int, MapData] = OrderedDict()
-        self._road_maps: OrderedDict[tuple, Any] = OrderedDict()
         folder_manifest: dict[str, dict[str, str]] = {}
         mf = files[0].parent / "manifest.json"
         if manifest is None and mf.is_file():
@@ -93,20 +91,6 @@ class Dataset:
         out = np.array([self.groups[self._group_keys[j]][rng.integers(0, len(self.groups[self._group_keys[j]]))]
                         for j in g])
         return int(out[0]) if n is None else out
-
-    def road_map(self, i: int, **index_options: Any) -> Any:
-        """The engine index (``_engine.RoadMap``) of scenario ``i``, cached like the maps."""
-        from terrazero_env._engine import RoadMap
-
-        key = (int(i), tuple(sorted(index_options.items())))
-        if key in self._road_maps:
-            self._road_maps.move_to_end(key)
-            return self._road_maps[key]
-        rm = RoadMap(self[i], **index_options)
-        self._road_maps[key] = rm
-        while len(self._road_maps) > self.cache_size:
-            self._road_maps.popitem(last=False)
-        return rm
 
     @property
     def cached(self) -> int:
