@@ -362,7 +362,6 @@ cdef class Engine:
         e.n.height_scale = nm["height_scale"]
         e.n.goal_scale = nm["goal_scale"]
         e.n.speed_scale = nm["speed_scale"]
-        e.n.partner_speed_range = nm["partner_speed_range"]
         e.n.width_range = nm["width_range"]
         e.n.length_range = nm["length_range"]
         e.n.steer_range = nm["steer_range"]

@@ -18,11 +18,11 @@ TRAFFIC_FEATURES = (("entity_type", 1), ("rel_pos", 3), ("signal_state", 4), ("s
 
 #: Fixed observation normalisers (appendix C, tables 9-12; fed to the writers through ``ObsNorm``).
 #: A ``*_scale`` multiplies the raw value, a ``*_range`` divides it. ``goal_scale`` and
-#: ``speed_scale`` come from ``ObsConfig``; ``ObsLayout.normalisers`` reports all of them.
+#: ``speed_scale`` come from ``ObsConfig`` (``speed_scale`` serves ego and partner speeds alike, so a
+#: policy compares them on one scale); ``ObsLayout.normalisers`` reports all of them.
 OBS_NORMALISERS = {
     "position_scale": 0.02,          # 1/m: 50 m reads as 1
     "height_scale": 0.1,             # 1/m
-    "partner_speed_range": 100.0,    # m/s
     "width_range": 15.0,             # m
     "length_range": 30.0,            # m
     "steer_range": 3.141592653589793,

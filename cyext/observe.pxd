@@ -49,8 +49,7 @@ ctypedef struct ObsNorm:
     double position_scale      # 1/m: ego-frame positions of partners, road segments and stop lines
     double height_scale        # 1/m: a stop line's height relative to the agent
     double goal_scale          # 1/m: ObsConfig.goal_scale
-    double speed_scale         # s/m: ObsConfig.speed_scale (ego speed)
-    double partner_speed_range # m/s: partner speed
+    double speed_scale         # s/m: ObsConfig.speed_scale (ego and partner speeds, one scale)
     double width_range         # m: vehicle width (ego and partners)
     double length_range        # m: vehicle length (ego and partners)
     double steer_range         # rad: steering angle
@@ -286,7 +285,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
         v[3] = p.length / L.n.length_range
         v[4] = p.cos_h * a.cos_h + p.sin_h * a.sin_h
         v[5] = p.sin_h * a.cos_h - p.cos_h * a.sin_h
-        v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) / L.n.partner_speed_range
+        v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) * L.n.speed_scale
         v[7] = type_code(p.cls)
         obs_put_n(o, base, v, PARTNER_WIDTH)
         if L.accel >= 0:

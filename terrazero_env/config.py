@@ -243,7 +243,7 @@ class ObsConfig:
     """rel_goal_pos = ego-frame goal position (m) x this (table 9: 0.005, so 200 m reads as 1). Raise it
     when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
     speed_scale: float = 0.01
-    """Ego speed feature = signed speed (m/s) x this (table 9: 1/100)."""
+    """Ego and partner speed features = speed (m/s) x this (tables 9, 10: 1/100); one scale for both."""
     # partners (table 10)
     partners: bool = True
     max_partners: int = 20

@@ -90,3 +90,22 @@ def test_obs_layout_reports_widths_and_normalisers() -> None:
     speed = L.groups["ego"].feature("speed")
     assert ego[dims] == pytest.approx([2.0 / nm["width_range"], 4.5 / nm["length_range"]], rel=1e-6)
     assert ego[speed][0] == pytest.approx(7.0 * nm["speed_scale"], rel=1e-6)
+
+
+@pytest.mark.parametrize("preset", ["planner", "quick"])
+def test_partner_and_ego_speeds_share_one_scale(preset: str) -> None:
+    """Slot 0 observes its partner's speed on the scale at which the partner observes its own
+    (``obs.speed_scale``: 1/100 by default, 0.1 in the quick preset)."""
+    from terrazero_env import load_config
+
+    cfg = load_config(preset, num_worlds=1, slots_per_world=2)
+    eng = core.Engine(cfg)
+    eng.set_scene(0, [{"cls": 0, "x": 0.0, "y": 0.0, "heading": 0.0, "speed": 3.0},
+                      {"cls": 0, "x": 10.0, "y": 0.0, "heading": 0.0, "speed": 8.0}])
+    L = eng.obs_layout
+    obs = eng.observations.astype(np.float64)
+    ego_speed_of_1 = obs[1, L.groups["ego"].slice][L.groups["ego"].feature("speed")][0]
+    partners = L.split(obs)["partners"]
+    partner_speed_seen_by_0 = partners[0, 0, L.groups["partners"].feature("speed")][0]
+    assert ego_speed_of_1 == pytest.approx(8.0 * cfg.obs.speed_scale, rel=1e-6)
+    assert partner_speed_seen_by_0 == pytest.approx(ego_speed_of_1, rel=1e-6)
