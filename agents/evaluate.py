@@ -10,7 +10,7 @@ short episodes (collisions) are not over-represented. The number of worlds is th
 when the sample needs fewer (rounded up to a multiple of the number of maps, so every world index
 keeps its map): with ``deterministic`` actions a smaller sample is a prefix of a larger one.
 
-Per episode, from the engine's counters (``terrazero_env._engine.COUNTER_NAMES``, cumulative since
+Per episode, from the engine's counters (``terrazero_env.engine.COUNTER_NAMES``, cumulative since
 the world's reset): whether the goal was reached, and whether a collision, off-road, wrong-way,
 red-light, stop-line or comfort violation happened at least once; the return (sum of rewards); and
 the progress, ``1 - d_end / d_start`` for the distance between the agent and its goal (from
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 import terrazero_env
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.metrics import RATES, format_table, mean_interval, summarize, t_quantile, wilson_interval
@@ -187,7 +187,7 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     ``return``; ``length`` in steps), the number of rounds, and the video written (or None)."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
-    names = list(_engine.COUNTER_NAMES)
+    names = list(core.COUNTER_NAMES)
     counters: list[np.ndarray] = []
     progress: list[float] = []
     returns: list[float] = []

@@ -26,11 +26,13 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from torch import nn
 
+from terrazero_env import engine as core
+
 __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env"]
 
 ENTITY_GROUPS = ("partners", "road", "traffic")
-#: Ego ``agent_type`` code of each engine class (CAR, TRUCK, BUS, PEDESTRIAN, CYCLIST).
-TYPE_CODES = (1, 1, 1, 2, 3)
+#: Ego ``agent_type`` code of each engine class (CAR, TRUCK, BUS, PEDESTRIAN, CYCLIST), from the engine.
+TYPE_CODES: tuple[int, ...] = core.TYPE_CODES
 
 
 def _base_env(env: Any) -> Any:

@@ -168,7 +168,7 @@ def build_model(cfg: Any, settings: TrainSettings, seed: int, device: torch.devi
 
 # ---------------------------------------------------------------------------------- progress
 
-_COUNTERS = list(terrazero_env._engine.COUNTER_NAMES)
+_COUNTERS = list(terrazero_env.engine.COUNTER_NAMES)
 
 
 class _Display:

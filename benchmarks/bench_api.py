@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import terrazero_env
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.config_io import load_config
 
 SCENE = {"slots_per_world": 16, "max_agents_per_world": 16, "init.num_agents": [16, 16],
@@ -38,7 +38,7 @@ def _timed(fn, steps: int) -> tuple[float, int]:
 
 
 def bench_engine(W: int, steps: int, acts: np.ndarray) -> float:
-    e = _engine.Engine(load_config("quick", num_worlds=W, **SCENE))
+    e = core.Engine(load_config("quick", num_worlds=W, **SCENE))
     e.reset(seeds=np.arange(W))
 
     def f(t: int = 0) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.config import Consequence, EngineConfig, InitConfig, ObsConfig
 from terrazero_env.maps import asset_path, load
 
@@ -38,7 +38,7 @@ def bench(map_name: str, W: int, K: int, steps: int, repeats: int = 3, threads: 
         init=InitConfig(num_agents=(K + idm, K + idm), placement_tries=200, idm_fraction=1.0),
         obs=ObsConfig(lane_state=True, partner_acceleration=True),
     )
-    e = _engine.Engine(cfg, maps=m, num_threads=threads)
+    e = core.Engine(cfg, maps=m, num_threads=threads)
     t0 = time.perf_counter()
     for _ in range(3):
         e.reset(seeds=np.arange(W) + seed)

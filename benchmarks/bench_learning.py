@@ -49,7 +49,7 @@ import terrazero_env
 from terrazero_env.config_io import load_train_section
 
 ROOT = Path(__file__).resolve().parent.parent
-COUNTERS = list(terrazero_env._engine.COUNTER_NAMES)
+COUNTERS = list(terrazero_env.engine.COUNTER_NAMES)
 GOAL, OFFROAD, COLLISION = (COUNTERS.index(k) for k in ("goal_reached", "offroad", "collision"))
 #: ``ours_paper_scales``: table 9's ego observation scales.
 PAPER_SCALES = {"goal_scale": 0.005, "speed_scale": 0.01}

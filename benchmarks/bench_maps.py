@@ -4,7 +4,7 @@
 
 Prints a table; writes the figures as JSON. Load time is the median over repeats of
 ``terrazero_env.maps.load`` (memory map + CRC32 verification of every section); "load, no CRC" skips
-the data checksums; "index" builds the engine's spatial grids (``_engine.RoadMap``); "generate" and
+the data checksums; "index" builds the engine's spatial grids (``core.RoadMap``); "generate" and
 "build" are the procedural generator and the validating builder for the map's YAML spec.
 """
 
@@ -17,7 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.maps import asset_path, build, bundled_maps, load
 from terrazero_env.maps.sources import load_spec
 
@@ -49,7 +49,7 @@ def main() -> None:
             "file_kib": path.stat().st_size / 1024,
             "load_ms": _median_ms(lambda: load(path), args.repeats),
             "load_no_crc_ms": _median_ms(lambda: load(path, verify=False), args.repeats),
-            "index_ms": _median_ms(lambda: _engine.RoadMap(m), max(3, args.repeats // 5)),
+            "index_ms": _median_ms(lambda: core.RoadMap(m), max(3, args.repeats // 5)),
             "generate_ms": _median_ms(lambda: load_spec(spec), 3) if raw is not None else float("nan"),
             "build_ms": _median_ms(lambda: build(raw), 3) if raw is not None else float("nan"),
         }

@@ -200,6 +200,7 @@ def wrong_way_batch(heading_residual, speed, on_lane, in_intersection, double ma
     return out.reshape(shape)
 
 
+include "vocabulary.pxi"
 include "roadmap.pxi"
 include "layout.pxi"
 include "engine.pxi"

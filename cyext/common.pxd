@@ -1,5 +1,10 @@
 # cython: language_level=3
-"""The engine's layout, declared once: constants, enums and C structs shared by every module."""
+"""The engine's layout, declared once: constants, enums and C structs shared by every module.
+
+Every enum here is exported to Python by ``vocabulary.pxi`` (names ordered by these values), and
+``tests/test_vocabulary.py`` holds the Python-side enums of ``terrazero_env.config`` and
+``terrazero_env.maps`` equal to them.
+"""
 
 # Agent classes (terrazero_env.maps.schema.AgentType).
 cdef enum:
@@ -16,12 +21,14 @@ cdef enum:
     DYN_BICYCLE_ACCEL = 1
     DYN_BICYCLE_JERK = 2
     DYN_BICYCLE_TIRE = 3
+    N_DYNAMICS = 4
 
 # Consequences of a violation (terrazero_env.config.Consequence).
 cdef enum:
     CONSEQ_NONE = 0
     CONSEQ_STOP = 1
     CONSEQ_REMOVE = 2
+    N_CONSEQUENCES = 3
 
 # Agent roles.
 cdef enum:
@@ -29,6 +36,27 @@ cdef enum:
     ROLE_STATIC = 1
     ROLE_LOG = 2
     ROLE_IDM = 3
+    N_ROLES = 4
+
+# How a stop line is controlled (terrazero_env.maps.schema.ControlType; MapC.sl_control).
+cdef enum:
+    SLC_NONE = 0
+    SLC_SIGNAL = 1
+    SLC_STOP_SIGN = 2
+    N_CONTROL_TYPES = 3
+
+# Scene initialization (terrazero_env.config.InitMode).
+cdef enum:
+    INIT_RANDOM = 0
+    INIT_LOG = 1
+    INIT_HYBRID = 2
+    N_INIT_MODES = 3
+
+# What reaching the goal does (terrazero_env.config.GoalBehavior).
+cdef enum:
+    GOAL_NEW_GOAL = 0
+    GOAL_HALT = 1
+    N_GOAL_BEHAVIORS = 2
 
 # Per-slot event counters (columns of Engine.counters).
 cdef enum:
@@ -47,12 +75,14 @@ cdef enum:
     SIG_YELLOW = 1
     SIG_GREEN = 2
     SIG_OFF = 3
+    N_SIGNAL_STATES = 4
 
 # Stop-sign states of an agent (the ego observation's one-hot).
 cdef enum:
     STOP_NOT_IN_REGION = 0
     STOP_MUST_STOP = 1
     STOP_CLEARED = 2
+    N_STOP_STATES = 3
 
 # Reward parameters (terrazero_env.config.REWARD_PARAMS order).
 cdef enum:
@@ -111,6 +141,7 @@ cdef enum:
     ROAD_LANE = 0
     ROAD_LINE = 1
     ROAD_EDGE = 2
+    N_ROAD_TYPES = 3
 
 # Kinematic coefficients (appendix D.4).
 cdef enum:
@@ -118,6 +149,7 @@ cdef enum:
     KIN_STEER = 1
     KIN_ACC = 2
     KIN_VEL = 3
+    N_KIN = 4
 
 
 ctypedef struct SegGridC:
@@ -211,9 +243,9 @@ ctypedef struct Agent:
     # task
     double goal_x, goal_y, goal_z
     double prev_goal_dist
-    double kin[4]
-    double rw[23]              # sampled reward parameters
-    float rw_norm[23]          # the same, normalized to [-1, 1] for the observation
+    double kin[N_KIN]
+    double rw[N_REWARD]        # sampled reward parameters
+    float rw_norm[N_REWARD]    # the same, normalized to [-1, 1] for the observation
     # lane state
     int lane
     double lane_heading_res, lane_lat, lane_width, lane_speed

@@ -19,15 +19,22 @@ cdef class Engine:
     * ``actions`` int32 ``[W*K]``: an index into the slot's class action grid (``num_actions(cls)``)
     * ``rewards`` float32, ``terminated``/``truncated``/``valid`` bool ``[W*K]``
     * ``agent_type`` int32 ``[W*K]`` (``AgentType``, -1 for an empty slot)
-    * ``counters`` int32 ``[W*K, 5]`` (``COUNTER_NAMES``), cumulative since the world's reset.
+    * ``counters`` int32 ``[W*K, len(COUNTER_NAMES)]``, cumulative since the world's reset.
 
     ``valid[i]`` is True when slot i held a live controlled agent at the start of the last step (or
     after the last reset): its reward, flags and observation are meaningful. A slot whose agent
     terminated keeps its final observation and is invalid from the next step on.
 
-    ``maps``: a MapData, a ``.tzb`` path or a bundled map name, or a list of them (default: the
-    config's ``maps``); worlds are assigned to maps round-robin (``world_map``). Worlds on one map share one :class:`RoadMap`.
-    ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only).
+    Built by the env layer (``terrazero_env.engine.Engine``), which resolves the configuration and
+    the maps; the engine imports neither ``terrazero_env.config`` nor ``terrazero_env.maps``:
+
+    * ``config``: an ``EngineConfig`` (read for its scalar settings);
+    * ``road_maps``: a list of :class:`RoadMap`; worlds on one map share it;
+    * ``tables``: the config flattened in the engine's column order (``EngineConfig.tables`` called
+      with ``REWARD_PARAMS`` and ``CLASS_PARAMS``) plus ``alpha``, the indices into
+      ``REWARD_PARAMS`` of the observed reward parameters;
+    * ``world_map``: the map index of each world (default: round-robin);
+    * ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only).
     """
 
     cdef readonly object config, obs_layout, road_maps, world_map
@@ -98,12 +105,7 @@ cdef class Engine:
         self.wmap = NULL
         self._buffers = None
 
-    def __init__(self, config=None, maps=None, world_map=None, int num_threads=1):
-        from terrazero_env.config import EngineConfig, REWARD_PARAMS
-        if config is None:
-            config = EngineConfig()
-        if not isinstance(config, EngineConfig):
-            raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+    def __init__(self, config, road_maps, tables, world_map=None, int num_threads=1):
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.num_threads = num_threads
@@ -111,18 +113,17 @@ cdef class Engine:
         W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
         o = config.obs
-        if maps is None:
-            maps = list(config.maps)
-        self.road_maps = [RoadMap(_as_map(src), obs_radius=o.road_radius, obs_segment_length=o.road_segment_length)
-                          for src in (maps if isinstance(maps, (list, tuple)) else [maps])]
+        self.road_maps = list(road_maps)
+        if not self.road_maps or not all(isinstance(r, RoadMap) for r in self.road_maps):
+            raise TypeError("road_maps must be a non-empty list of RoadMap objects")
         if world_map is None:
             world_map = np.arange(W) % len(self.road_maps)
         world_map = np.asarray(world_map, np.int64)
         if world_map.shape != (W,) or world_map.min() < 0 or world_map.max() >= len(self.road_maps):
             raise ValueError(f"world_map must be {W} map indices in [0, {len(self.road_maps)})")
         self.world_map = world_map
-        self._load_tables(config)
-        alpha = config.active_reward_params()
+        self._load_tables(config, tables)
+        alpha = [int(i) for i in tables["alpha"]]
         self.obs_layout = ObsLayout(o, [REWARD_PARAMS[i] for i in alpha])
         self._set_obs_layout(o, alpha)
 
@@ -213,8 +214,11 @@ cdef class Engine:
         free(self.rngs)
         free(self.wmap)
 
-    cdef _load_tables(self, cfg):
-        tb = cfg.tables()
+    cdef _load_tables(self, cfg, tb):
+        for key, cols in (("class_params", N_CP), ("reward_lo", N_REWARD), ("reward_hi", N_REWARD),
+                          ("reward_on", N_REWARD)):
+            if np.shape(tb[key]) != (N_CLASSES, cols):
+                raise ValueError(f"tables[{key!r}] must be [{N_CLASSES}, {cols}], got {np.shape(tb[key])}")
         self._tables = tb
         cdef int c, i
         if tb["grid_long"].shape[1] > MAX_GRID or tb["grid_lat"].shape[1] > MAX_GRID:
@@ -311,8 +315,19 @@ cdef class Engine:
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
         e.kin_lo, e.kin_hi = self.config.init.kinematic_range
-        e.goal_scale = o.goal_scale
-        e.speed_scale = o.speed_scale
+        nm = L.normalisers
+        e.n.position_scale = nm["position_scale"]
+        e.n.height_scale = nm["height_scale"]
+        e.n.goal_scale = nm["goal_scale"]
+        e.n.speed_scale = nm["speed_scale"]
+        e.n.width_range = nm["width_range"]
+        e.n.length_range = nm["length_range"]
+        e.n.steer_range = nm["steer_range"]
+        e.n.accel_long_range = nm["accel_long_range"]
+        e.n.accel_lat_range = nm["accel_lat_range"]
+        e.n.lane_heading_range = nm["lane_heading_range"]
+        e.n.lane_lateral_range = nm["lane_lateral_range"]
+        e.n.segment_range = nm["segment_range"]
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
         self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
@@ -329,6 +344,7 @@ cdef class Engine:
         ent.z_gate = o.z_gate
         ent.dropout = o.slot_dropout
         ent.accel = -1
+        ent.n = self.ego.n
 
     # ----------------------------------------------------------------------------------------- API
 
@@ -492,9 +508,3 @@ cdef void* _ptr_mut(a):
     cdef cnp.ndarray arr = a
     return cnp.PyArray_DATA(arr)
 
-
-def _as_map(src):
-    """A built MapData from a MapData, a path or a bundled map name."""
-    from terrazero_env.maps import MapData, build
-    from terrazero_env.maps.sources import load_built
-    return build(src) if isinstance(src, MapData) else load_built(src)

@@ -15,8 +15,36 @@ PARTNER_FEATURES = (("rel_pos", 2), ("vehicle_dims", 2), ("rel_heading", 2), ("s
 ROAD_FEATURES = (("rel_pos", 2), ("segment_dims", 2), ("rel_angle", 2), ("road_type", 1))
 #: Traffic-entity features of table 12: the nearest stop lines (entity type 0) with their signal state.
 TRAFFIC_FEATURES = (("entity_type", 1), ("rel_pos", 3), ("signal_state", 4), ("stop_line_endpoints", 4))
-#: Columns of Engine.counters.
-COUNTER_NAMES = ("collision", "offroad", "wrong_way", "goal_reached", "comfort_violations", "stop_line", "red_light")
+
+#: Fixed observation normalisers (appendix C, tables 9-12; fed to the writers through ``ObsNorm``).
+#: A ``*_scale`` multiplies the raw value, a ``*_range`` divides it. ``goal_scale`` and
+#: ``speed_scale`` come from ``ObsConfig`` (``speed_scale`` serves ego and partner speeds alike, so a
+#: policy compares them on one scale); ``ObsLayout.normalisers`` reports all of them.
+OBS_NORMALISERS = {
+    "position_scale": 0.02,          # 1/m: 50 m reads as 1
+    "height_scale": 0.1,             # 1/m
+    "width_range": 15.0,             # m
+    "length_range": 30.0,            # m
+    "steer_range": 3.141592653589793,
+    "accel_long_range": 5.0,         # m/s^2
+    "accel_lat_range": 4.0,          # m/s^2
+    "lane_heading_range": 3.141592653589793,
+    "lane_lateral_range": 2.5,       # m
+    "segment_range": 100.0,          # m
+}
+
+
+def _check_width(group, features, int width):
+    total = sum(w for _, w in features)
+    if total != width:
+        raise ImportError(f"observation layout: the {group} features add up to {total} values but the writer "
+                          f"packs {width} (observe.pxd)")
+
+
+_check_width("partner", PARTNER_FEATURES[:-1], PARTNER_WIDTH)
+_check_width("partner acceleration", PARTNER_FEATURES[-1:], PARTNER_ACCEL_WIDTH)
+_check_width("road", ROAD_FEATURES, ROAD_WIDTH)
+_check_width("traffic", TRAFFIC_FEATURES, TRAFFIC_WIDTH)
 
 
 class ObsGroup:
@@ -53,7 +81,8 @@ class ObsLayout:
 
     ``groups``: ego, partners, road, traffic (only the enabled ones). A policy splits a row with
     ``layout.groups["road"].slice`` and reshapes it to ``[count, width]``; no column index is ever
-    typed by hand.
+    typed by hand. ``normalisers``: every scale the writers apply (see ``OBS_NORMALISERS``);
+    ``bound``: every value lies in [-bound, bound].
     """
 
     def __init__(self, obs_config, alpha_names):
@@ -99,6 +128,8 @@ class ObsLayout:
         self.groups = groups
         self.dim = start
         self.alpha_names = tuple(alpha_names)
+        self.normalisers = dict(OBS_NORMALISERS, goal_scale=float(o.goal_scale), speed_scale=float(o.speed_scale))
+        self.bound = OBS_BOUND
 
     def split(self, obs):
         """Views of a ``[..., dim]`` array per group, entity groups reshaped to ``[..., count, width]``."""

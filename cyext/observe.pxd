@@ -5,13 +5,59 @@ Every spatial feature is in the ego frame of equation (1): x forward, y left. He
 (cos, sin) pairs so the hot path needs no atan2. Each group's padding is written only where the
 previous step wrote entities that this step does not overwrite, so the buffer is never cleared
 wholesale. Values go to float32 or float16 storage through ``obs_put``.
+
+Entity widths, the type codes and the observation bound are the enums below; every normaliser is a
+field of ``ObsNorm``, filled from ``ObsLayout.normalisers`` (``layout.pxi``), so no scale is typed
+here.
 """
 
 from libc.stdint cimport uint16_t, uint32_t
 from libc.string cimport memcpy
 from libc.math cimport sqrt, fabs
-from common cimport Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, N_REWARD
+from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
+                    STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
 from rng cimport Rng, rng_uniform, rng_normal
+
+
+# Categorical agent type of tables 9 and 10 (0 is left for padding).
+cdef enum:
+    OBS_TYPE_VEHICLE = 1
+    OBS_TYPE_PEDESTRIAN = 2
+    OBS_TYPE_CYCLIST = 3
+
+# Values per entity (tables 10-12), without the partners' optional acceleration pair. layout.pxi
+# checks its feature tables add up to these.
+cdef enum:
+    PARTNER_WIDTH = 8
+    PARTNER_ACCEL_WIDTH = 2
+    ROAD_WIDTH = 7
+    TRAFFIC_WIDTH = 12
+
+# Every observed value is clamped to +-OBS_CLAMP (exported to Python as OBS_BOUND, the bound of the
+# observation space).
+cdef enum:
+    OBS_CLAMP = 100
+
+# Traffic-entity kinds (table 12; only stop lines so far).
+cdef enum:
+    TRAFFIC_STOP_LINE = 0
+
+
+ctypedef struct ObsNorm:
+    # Observation normalisers (appendix C). A ``*_scale`` multiplies the raw value; a ``*_range``
+    # divides it (kept as a divisor so the observed values are bit-identical to the paper's formula).
+    double position_scale      # 1/m: ego-frame positions of partners, road segments and stop lines
+    double height_scale        # 1/m: a stop line's height relative to the agent
+    double goal_scale          # 1/m: ObsConfig.goal_scale
+    double speed_scale         # s/m: ObsConfig.speed_scale (ego and partner speeds, one scale)
+    double width_range         # m: vehicle width (ego and partners)
+    double length_range        # m: vehicle length (ego and partners)
+    double steer_range         # rad: steering angle
+    double accel_long_range    # m/s^2: longitudinal acceleration
+    double accel_lat_range     # m/s^2: lateral acceleration
+    double lane_heading_range  # rad: heading residual to the lane
+    double lane_lateral_range  # m: lateral offset from the lane centre
+    double segment_range       # m: road segment length and width
 
 
 ctypedef struct ObsOut:
@@ -53,10 +99,10 @@ cdef inline uint16_t float_to_half(float value) noexcept nogil:
 
 
 cdef inline double clamp_obs(double v) noexcept nogil:
-    if v > 100.0:
-        return 100.0
-    if v < -100.0:
-        return -100.0
+    if v > OBS_CLAMP:
+        return OBS_CLAMP
+    if v < -OBS_CLAMP:
+        return -OBS_CLAMP
     return v
 
 
@@ -104,10 +150,10 @@ cdef inline void obs_zero(ObsOut* o, Py_ssize_t start, Py_ssize_t stop) noexcept
 cdef inline int type_code(int cls) noexcept nogil:
     """Categorical agent type of tables 9 and 10: vehicle = 1, pedestrian = 2, cyclist = 3."""
     if cls == CLS_PEDESTRIAN:
-        return 2
+        return OBS_TYPE_PEDESTRIAN
     if cls == CLS_CYCLIST:
-        return 3
-    return 1
+        return OBS_TYPE_CYCLIST
+    return OBS_TYPE_VEHICLE
 
 
 # Offsets of each ego feature inside the ego group (-1 when disabled); filled by the engine from the
@@ -117,10 +163,9 @@ ctypedef struct EgoLayout:
     int collision_state, steering_angle, acceleration, stop_sign_state, alpha_params
     int kinematic_params, lane_state
     int n_alpha
-    int alpha_idx[23]
+    int alpha_idx[N_REWARD]
     double kin_lo, kin_hi
-    double goal_scale          # ObsConfig.goal_scale (1/m)
-    double speed_scale         # ObsConfig.speed_scale (s/m)
+    ObsNorm n
 
 
 ctypedef struct EntityLayout:
@@ -129,6 +174,7 @@ ctypedef struct EntityLayout:
     int width                  # values per entity
     int accel                  # partners: offset of the optional acceleration pair, -1 off
     double radius, radius2, z_gate, dropout
+    ObsNorm n
 
 
 cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout) noexcept nogil:
@@ -144,44 +190,44 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
         else:
             dx = a.goal_x - a.x
             dy = a.goal_y - a.y
-            # Saturates at the observation-space bound (vector.OBS_BOUND) when goal_scale is raised
+            # Saturates at the observation-space bound (OBS_CLAMP) when goal_scale is raised
             # for near goals and a goal is nevertheless far away.
-            obs_put(o, b + L.rel_goal_pos, clamp_obs((dx * a.cos_h + dy * a.sin_h) * L.goal_scale))
-            obs_put(o, b + L.rel_goal_pos + 1, clamp_obs((-dx * a.sin_h + dy * a.cos_h) * L.goal_scale))
+            obs_put(o, b + L.rel_goal_pos, clamp_obs((dx * a.cos_h + dy * a.sin_h) * L.n.goal_scale))
+            obs_put(o, b + L.rel_goal_pos + 1, clamp_obs((-dx * a.sin_h + dy * a.cos_h) * L.n.goal_scale))
     if L.goal_dropout_flag >= 0:
         obs_put(o, b + L.goal_dropout_flag, 1.0 if a.goal_hidden else 0.0)
     if L.state_dropout_flag >= 0:
         obs_put(o, b + L.state_dropout_flag, 1.0 if state_dropout else 0.0)
     if L.speed >= 0:
         v = sqrt(a.speed * a.speed + a.v_lat * a.v_lat)
-        obs_put(o, b + L.speed, 0.0 if state_dropout else (-v if a.speed < 0 else v) * L.speed_scale)
+        obs_put(o, b + L.speed, 0.0 if state_dropout else (-v if a.speed < 0 else v) * L.n.speed_scale)
     if L.vehicle_dims >= 0:
-        obs_put(o, b + L.vehicle_dims, 0.0 if state_dropout else a.width / 15.0)
-        obs_put(o, b + L.vehicle_dims + 1, 0.0 if state_dropout else a.length / 30.0)
+        obs_put(o, b + L.vehicle_dims, 0.0 if state_dropout else a.width / L.n.width_range)
+        obs_put(o, b + L.vehicle_dims + 1, 0.0 if state_dropout else a.length / L.n.length_range)
     if L.collision_state >= 0:
         obs_put(o, b + L.collision_state, 0.0 if state_dropout else (1.0 if a.collided else 0.0))
     if L.steering_angle >= 0:
-        obs_put(o, b + L.steering_angle, 0.0 if state_dropout else a.steer / 3.141592653589793)
+        obs_put(o, b + L.steering_angle, 0.0 if state_dropout else a.steer / L.n.steer_range)
     if L.acceleration >= 0:
-        obs_put(o, b + L.acceleration, 0.0 if state_dropout else a.a_long / 5.0)
-        obs_put(o, b + L.acceleration + 1, 0.0 if state_dropout else a.a_lat / 4.0)
+        obs_put(o, b + L.acceleration, 0.0 if state_dropout else a.a_long / L.n.accel_long_range)
+        obs_put(o, b + L.acceleration + 1, 0.0 if state_dropout else a.a_lat / L.n.accel_lat_range)
     if L.stop_sign_state >= 0:
         # One-hot (not in region, must stop, cleared).
-        obs_put(o, b + L.stop_sign_state, 1.0 if a.stop_state == 0 else 0.0)
-        obs_put(o, b + L.stop_sign_state + 1, 1.0 if a.stop_state == 1 else 0.0)
-        obs_put(o, b + L.stop_sign_state + 2, 1.0 if a.stop_state == 2 else 0.0)
+        obs_put(o, b + L.stop_sign_state, 1.0 if a.stop_state == STOP_NOT_IN_REGION else 0.0)
+        obs_put(o, b + L.stop_sign_state + 1, 1.0 if a.stop_state == STOP_MUST_STOP else 0.0)
+        obs_put(o, b + L.stop_sign_state + 2, 1.0 if a.stop_state == STOP_CLEARED else 0.0)
     if L.alpha_params >= 0:
         for k in range(L.n_alpha):
             obs_put(o, b + L.alpha_params + k, a.rw_norm[L.alpha_idx[k]])
     if L.kinematic_params >= 0:
-        for k in range(4):
+        for k in range(N_KIN):
             if L.kin_hi > L.kin_lo:
                 obs_put(o, b + L.kinematic_params + k, 2.0 * (a.kin[k] - L.kin_lo) / (L.kin_hi - L.kin_lo) - 1.0)
             else:
                 obs_put(o, b + L.kinematic_params + k, 0.0)
     if L.lane_state >= 0:
-        obs_put(o, b + L.lane_state, a.lane_heading_res / 3.141592653589793 if a.lane >= 0 else 0.0)
-        obs_put(o, b + L.lane_state + 1, a.lane_lat / 2.5 if a.lane >= 0 else 0.0)
+        obs_put(o, b + L.lane_state, a.lane_heading_res / L.n.lane_heading_range if a.lane >= 0 else 0.0)
+        obs_put(o, b + L.lane_state + 1, a.lane_lat / L.n.lane_lateral_range if a.lane >= 0 else 0.0)
 
 
 cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:
@@ -211,7 +257,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
     cdef double dx, dy, d2
     cdef int count = 0
     cdef Py_ssize_t base
-    cdef double v[8]
+    cdef double v[PARTNER_WIDTH]
     for j in range(n):
         p = &agents[j]
         if j == self_i or not p.alive:
@@ -233,19 +279,19 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
         dx = p.x - a.x
         dy = p.y - a.y
         base = row + L.start + count * L.width
-        v[0] = (dx * a.cos_h + dy * a.sin_h) * 0.02
-        v[1] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
-        v[2] = p.width / 15.0
-        v[3] = p.length / 30.0
+        v[0] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+        v[1] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+        v[2] = p.width / L.n.width_range
+        v[3] = p.length / L.n.length_range
         v[4] = p.cos_h * a.cos_h + p.sin_h * a.sin_h
         v[5] = p.sin_h * a.cos_h - p.cos_h * a.sin_h
-        v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) / 100.0
+        v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) * L.n.speed_scale
         v[7] = type_code(p.cls)
-        obs_put_n(o, base, v, 8)
+        obs_put_n(o, base, v, PARTNER_WIDTH)
         if L.accel >= 0:
-            v[0] = p.a_long / 5.0
-            v[1] = p.a_lat / 4.0
-            obs_put_n(o, base + L.accel, v, 2)
+            v[0] = p.a_long / L.n.accel_long_range
+            v[1] = p.a_lat / L.n.accel_lat_range
+            obs_put_n(o, base + L.accel, v, PARTNER_ACCEL_WIDTH)
         count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
@@ -259,7 +305,7 @@ cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, con
     cdef Py_ssize_t ix, iy, c, k, base
     cdef const float* s
     cdef double dx, dy, r2 = L.radius2, zg = L.z_gate, ax = a.x, ay = a.y, az = a.z
-    cdef double v[7]
+    cdef double v[ROAD_WIDTH]
     cdef int count = 0, max_n = L.max_n
     if g.n > 0:
         ix = <Py_ssize_t>((a.x - g.x0) / g.cell_size)
@@ -277,14 +323,14 @@ cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, con
                 if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
                     continue
                 base = row + L.start + count * L.width
-                v[0] = (dx * a.cos_h + dy * a.sin_h) * 0.02
-                v[1] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
-                v[2] = s[3] / 100.0
-                v[3] = s[4] / 100.0
+                v[0] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+                v[1] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+                v[2] = s[3] / L.n.segment_range
+                v[3] = s[4] / L.n.segment_range
                 v[4] = s[5] * a.cos_h + s[6] * a.sin_h
                 v[5] = s[6] * a.cos_h - s[5] * a.sin_h
                 v[6] = s[7]
-                obs_put_n(o, base, v, 7)
+                obs_put_n(o, base, v, ROAD_WIDTH)
                 count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
@@ -299,7 +345,7 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
     cdef const double* p
     cdef double cx, cy, cz, dx, dy, d2
     cdef int count = 0, state
-    cdef double v[12]
+    cdef double v[TRAFFIC_WIDTH]
     for s in range(m.n_stop_lines):
         p = &m.sl_pts[6 * s]
         cx = 0.5 * (p[0] + p[3])
@@ -321,24 +367,24 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
         dx = 0.5 * (p[0] + p[3]) - a.x
         dy = 0.5 * (p[1] + p[4]) - a.y
         state = sl_state[s]
-        v[0] = 0.0  # entity type: stop line
-        v[1] = (dx * a.cos_h + dy * a.sin_h) * 0.02
-        v[2] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
-        v[3] = (0.5 * (p[2] + p[5]) - a.z) * 0.1
-        v[4] = 1.0 if state == 0 else 0.0
-        v[5] = 1.0 if state == 1 else 0.0
-        v[6] = 1.0 if state == 2 else 0.0
-        v[7] = 1.0 if state >= 3 else 0.0
+        v[0] = TRAFFIC_STOP_LINE
+        v[1] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+        v[2] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+        v[3] = (0.5 * (p[2] + p[5]) - a.z) * L.n.height_scale
+        v[4] = 1.0 if state == SIG_RED else 0.0
+        v[5] = 1.0 if state == SIG_YELLOW else 0.0
+        v[6] = 1.0 if state == SIG_GREEN else 0.0
+        v[7] = 1.0 if state >= SIG_OFF else 0.0
         dx = p[0] - a.x
         dy = p[1] - a.y
-        v[8] = (dx * a.cos_h + dy * a.sin_h) * 0.02
-        v[9] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        v[8] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+        v[9] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
         dx = p[3] - a.x
         dy = p[4] - a.y
-        v[10] = (dx * a.cos_h + dy * a.sin_h) * 0.02
-        v[11] = (-dx * a.sin_h + dy * a.cos_h) * 0.02
+        v[10] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+        v[11] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
         base = row + L.start + count * L.width
-        obs_put_n(o, base, v, 12)
+        obs_put_n(o, base, v, TRAFFIC_WIDTH)
         count += 1
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)

@@ -6,7 +6,6 @@
 # sampling) live in ``scene.pxd``.
 
 cdef _set_scene(Engine e, int world, agents, int seed):
-    from terrazero_env.config import REWARD_PARAMS
     if not 0 <= world < e.num_worlds:
         raise ValueError(f"world must lie in [0, {e.num_worlds})")
     if len(agents) > e.max_agents:

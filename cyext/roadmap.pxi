@@ -205,6 +205,11 @@ def _cut_polylines(values, offsets, double max_len):
     return v[a], v[b], rows[a]
 
 
+#: Arrays of a signal plan (``terrazero_env.maps.signal_plan``), CSR offsets int64, indices int32.
+_PLAN_KEYS = ("leg_off", "legs", "leg_head_off", "leg_heads", "stage_off", "stage_kind", "stage_head_off",
+              "stage_heads", "stage_perm_off", "stage_perm")
+
+
 cdef class RoadMap:
     """A built map loaded for simulation, shared by every world on it.
 
@@ -214,7 +219,11 @@ cdef class RoadMap:
     within ``obs_radius`` of the cell (lane centerlines and road edges before painted lines, then
     nearest first), so gathering an agent's road observation is a bounded copy.
 
-    ``map_data``: a built :class:`terrazero_env.maps.MapData` (arrays may be memory-mapped).
+    ``map_data``: a built :class:`terrazero_env.maps.MapData` (arrays may be memory-mapped);
+    ``signal_plan``: its static controller plan (``terrazero_env.maps.signal_plan.signal_plan``);
+    ``lane_conflicts``: its intersection lanes that cross or merge, a CSR with ``offsets``/``values``
+    (``terrazero_env.maps.conflicts.lane_conflicts``). The env layer computes both
+    (``terrazero_env.engine.road_map``); the engine does not import the map package.
     """
 
     cdef MapC c
@@ -223,7 +232,7 @@ cdef class RoadMap:
     cdef readonly double obs_radius, obs_segment_length
     cdef object _keep  # arrays the MapC points into
 
-    def __init__(self, map_data, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
+    def __init__(self, map_data, signal_plan, lane_conflicts, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
                  double obs_cell_size=10.0, int obs_max_candidates=800):
         if not (obs_radius > 0 and obs_segment_length > 0 and obs_cell_size > 0):
             raise ValueError("obs_radius, obs_segment_length and obs_cell_size must be positive")
@@ -275,7 +284,7 @@ cdef class RoadMap:
         else:
             c.n_tracks = c.track_steps = 0
         self._build_obs_cache(m, keep, obs_radius, obs_segment_length, obs_cell_size, obs_max_candidates)
-        self._load_signals(m, keep)
+        self._load_signals(m, keep, signal_plan, lane_conflicts)
         self._keep = keep
         c.handedness = int(m.handedness)
         c.walk_bbox = _ptr_f64(keep["walk_bbox"])
@@ -307,15 +316,15 @@ cdef class RoadMap:
         c.xmin, c.ymin, c.xmax, c.ymax = xmin, ymin, xmax, ymax
         c.cx, c.cy = 0.5 * (xmin + xmax), 0.5 * (ymin + ymax)
 
-    cdef _load_signals(self, m, keep):
-        from terrazero_env.maps.signal_plan import signal_plan
-
+    cdef _load_signals(self, m, keep, plan, conf):
         cdef MapC* c = &self.c
         keep["sl_pts"] = np.ascontiguousarray(m.stop_lines.points, np.float64).reshape(-1, 2, 3)
         keep["sl_control"] = np.ascontiguousarray(m.stop_lines.control, np.uint8)
         keep["lane_stop_line"] = np.ascontiguousarray(m.lanes.stop_line, np.int32)
         keep["head_sl"] = np.ascontiguousarray(m.signals.stop_line, np.int32)
-        plan = signal_plan(m)
+        plan = {k: np.ascontiguousarray(plan[k], np.uint8 if k == "stage_kind" else
+                                        (np.int64 if k.endswith("_off") else np.int32))
+                for k in _PLAN_KEYS}
         for k, v in plan.items():
             keep["plan_" + k] = v
         c.n_stop_lines = len(m.stop_lines)
@@ -335,8 +344,6 @@ cdef class RoadMap:
         c.stage_heads = _ptr_i32(plan["stage_heads"])
         c.stage_perm_off = _ptr_i64(plan["stage_perm_off"])
         c.stage_perm = _ptr_i32(plan["stage_perm"])
-        from terrazero_env.maps.conflicts import lane_conflicts
-        conf = lane_conflicts(m)
         keep["conf_off"] = np.ascontiguousarray(conf.offsets, np.int64)
         keep["conf"] = np.ascontiguousarray(conf.values, np.int32)
         c.conf_off = _ptr_i64(keep["conf_off"])
@@ -396,12 +403,6 @@ cdef class RoadMap:
         o.nx, o.ny = nx, ny
         o.cell_start = _ptr_i64(keep["obs_start"])
         o.cell_items = _ptr_i32(keep["obs_items"])
-
-    @classmethod
-    def load(cls, path, **kwargs):
-        """Memory-map a ``.tzb`` file and index it."""
-        from terrazero_env.maps.terrabin import load
-        return cls(load(path), **kwargs)
 
     def project_to_lanes(self, points, double max_dist=50.0, double z_gate=DEFAULT_Z_GATE):
         """Nearest lane of each point (see :meth:`SegmentGrid.query`; ``row`` is the lane id)."""

@@ -14,6 +14,7 @@ cdef enum:
     CTRL_CHRISTMAS = 0
     CTRL_NEMA = 1
     CTRL_ROUND_ROBIN = 2
+    N_CONTROLLERS = 3
 
 cdef enum:
     PHASE_GREEN = 0
@@ -24,6 +25,7 @@ cdef enum:
     STAGE_LEFT = 0
     STAGE_THROUGH = 1
     STAGE_ALL = 2
+    N_STAGE_KINDS = 3
 
 
 ctypedef struct SigParams:

@@ -8,14 +8,15 @@ import time
 
 import numpy as np
 
-from terrazero_env import _engine, load_config
+from terrazero_env import load_config
+from terrazero_env.engine import COUNTER_NAMES, Engine
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=500)
 args = parser.parse_args()
 
 cfg = load_config("planner", num_worlds=8)
-engine = _engine.Engine(cfg)
+engine = Engine(cfg)
 engine.reset(seeds=np.arange(cfg.num_worlds))
 layout = engine.obs_layout
 print(layout)
@@ -31,5 +32,5 @@ for _ in range(args.steps):
         engine.reset(np.nonzero(done)[0], rng.integers(0, 2**31, int(done.sum())))
 dt = time.perf_counter() - t0
 road = layout.split(engine.observations)["road"]
-print(f"{live / dt:,.0f} live agent-steps/s; counters {dict(zip(_engine.COUNTER_NAMES, engine.counters.sum(0)))}")
+print(f"{live / dt:,.0f} live agent-steps/s; counters {dict(zip(COUNTER_NAMES, engine.counters.sum(0)))}")
 print(f"road segments seen by slot 0: {int((np.abs(road[0]).sum(axis=1) > 0).sum())}")

@@ -81,13 +81,13 @@ def _cmd_regenerate(args: argparse.Namespace) -> int:
 def _cmd_render_rollout(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from . import _engine
+    from . import engine as core
     from .config_io import load_config
     from .render import RolloutRecorder
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
     cfg = load_config(args.preset, **{k: _yaml_value(v) for k, v in overrides.items()}).with_overrides(num_worlds=1)
-    engine = _engine.Engine(cfg)
+    engine = core.Engine(cfg)
     engine.reset([0], [args.seed])
     rec = RolloutRecorder(engine, 0, zoom=args.zoom, dpi=args.dpi)
     rng = np.random.default_rng(args.seed)

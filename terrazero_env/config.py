@@ -4,6 +4,13 @@ Every number the engine uses lives here with its unit and source (a paper table 
 "ours" where the paper gives no value), and every field is checked on construction for type, range,
 finiteness and enum membership (:mod:`terrazero_env.config_checks`), so that a bad value fails with a
 message naming the field, never inside the compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays the engine reads.
+
+The enums here (and ``REWARD_PARAMS``, ``CLASS_PARAM_COLUMNS``) are the configuration's side of the
+engine's vocabulary. They stay plain Python because config must load, validate and round-trip
+without the compiled engine (it sits below it in the import order); the engine declares the same
+names as C enums (``cyext/common.pxd``, exported by ``vocabulary.pxi``). ``tests/test_vocabulary.py``
+fails when either side changes alone, and ``tables()`` takes its column orders by name from the
+caller (the env layer passes the engine's), so a reorder on one side cannot silently mis-feed it.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from .maps.schema import AgentType
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
-    "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
+    "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
 
@@ -78,6 +85,14 @@ REWARD_PARAMS: tuple[str, ...] = (
     "reverse", "timestep", "stop_line", "red_light", "road_incursion", "speed_limit", "edge_preference",
     "goal_progress", "target_speed", "wrong_way",
     "delta_goal", "v_goal", "gamma_col", "b_center", "v_speed_lim",
+)
+
+#: Columns of the per-class parameter table (``tables()["class_params"]``), in the engine's order.
+CLASS_PARAM_COLUMNS: tuple[str, ...] = (
+    "dynamics", "length_lo", "length_hi", "width_lo", "width_hi", "height_lo", "height_hi", "max_speed",
+    "max_reverse_speed", "max_accel", "max_decel", "max_lat_accel", "max_steer", "wheelbase_ratio",
+    "comfort_accel_long", "comfort_accel_lat", "comfort_jerk_long", "comfort_jerk_lat", "cornering_stiffness",
+    "mass", "class_weight",
 )
 
 #: A parameter's per-type setting: a fixed value, a ``(min, max)`` range sampled uniformly per agent
@@ -256,7 +271,7 @@ class ObsConfig:
     """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
     it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
     speed_scale: float = 0.01
-    """Ego speed feature = signed speed (m/s) x this, s/m (table 9: 1/100)."""
+    """Ego and partner speed features = speed (m/s) x this, s/m (tables 9, 10: 1/100); one scale for both."""
     # partners (table 10)
     partners: bool = True
     """The partner group: up to ``max_partners`` nearest agents, 8 values each (table 10)."""
@@ -608,8 +623,20 @@ class EngineConfig:
         cols = {self.reward_column(c) for c in present}
         return [i for i, k in enumerate(REWARD_PARAMS) if any(self.rewards[k][c] is not None for c in cols)]
 
-    def tables(self) -> dict[str, np.ndarray]:
-        """Flatten per-class settings into the arrays the engine reads (class-major)."""
+    def tables(self, reward_params: tuple[str, ...] = REWARD_PARAMS,
+               class_param_columns: tuple[str, ...] = CLASS_PARAM_COLUMNS) -> dict[str, np.ndarray]:
+        """Flatten per-class settings into the arrays the engine reads (class-major).
+
+        ``reward_params`` and ``class_param_columns``: the column orders of the reward and class
+        tables, by name (the env layer passes the engine's own; the defaults are this module's).
+        """
+        unknown = [k for k in reward_params if k not in self.rewards]
+        if unknown or len(reward_params) != len(REWARD_PARAMS):
+            raise ValueError(f"tables: reward columns {tuple(reward_params)} do not match the configured "
+                             f"parameters {REWARD_PARAMS} (unknown {unknown})")
+        if sorted(class_param_columns) != sorted(CLASS_PARAM_COLUMNS):
+            raise ValueError(f"tables: class-parameter columns {tuple(class_param_columns)} do not match "
+                             f"{CLASS_PARAM_COLUMNS}")
         n_cls = len(AgentType)
         max_long = max(len(self.classes[c].action_long) for c in AgentType)
         max_lat = max(len(self.classes[c].action_lat) for c in AgentType)
@@ -617,21 +644,23 @@ class EngineConfig:
         grid_lat = np.zeros((n_cls, max_lat))
         n_long = np.zeros(n_cls, np.int32)
         n_lat = np.zeros(n_cls, np.int32)
-        cls_params = np.zeros((n_cls, 21))
+        cls_params = np.zeros((n_cls, len(class_param_columns)))
         for c in AgentType:
             s = self.classes[c]
             grid_long[c, : len(s.action_long)] = s.action_long
             grid_lat[c, : len(s.action_lat)] = s.action_lat
             n_long[c], n_lat[c] = len(s.action_long), len(s.action_lat)
-            cls_params[c] = [int(s.dynamics), *s.length, *s.width, *s.height, s.max_speed, s.max_reverse_speed,
-                             s.max_accel, s.max_decel, s.max_lat_accel, s.max_steer, s.wheelbase_ratio, *s.comfort,
-                             s.cornering_stiffness, s.mass, self.init.class_weights[c]]
-        lo = np.zeros((n_cls, len(REWARD_PARAMS)))
-        hi = np.zeros((n_cls, len(REWARD_PARAMS)))
-        on = np.zeros((n_cls, len(REWARD_PARAMS)), np.uint8)
+            row = dict(zip(CLASS_PARAM_COLUMNS, (
+                int(s.dynamics), *s.length, *s.width, *s.height, s.max_speed, s.max_reverse_speed, s.max_accel,
+                s.max_decel, s.max_lat_accel, s.max_steer, s.wheelbase_ratio, *s.comfort, s.cornering_stiffness,
+                s.mass, self.init.class_weights[c]), strict=True))
+            cls_params[c] = [row[k] for k in class_param_columns]
+        lo = np.zeros((n_cls, len(reward_params)))
+        hi = np.zeros((n_cls, len(reward_params)))
+        on = np.zeros((n_cls, len(reward_params)), np.uint8)
         for c in AgentType:
             col = self.reward_column(c)
-            for i, k in enumerate(REWARD_PARAMS):
+            for i, k in enumerate(reward_params):
                 setting = self.rewards[k][col]
                 if setting is not None:
                     lo[c, i], hi[c, i] = setting

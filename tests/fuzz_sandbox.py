@@ -63,10 +63,11 @@ def probe_json_map(doc: dict) -> str:
 
 
 def probe_config(overrides: dict) -> str:
-    from terrazero_env import _engine, load_config
+    from terrazero_env import load_config
+    from terrazero_env.engine import Engine
 
     cfg = load_config("quick", **{"num_worlds": 1, **overrides})
-    engine = _engine.Engine(cfg)
+    engine = Engine(cfg)
     engine.reset()
     engine.step()
     return "ran"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from terrazero_env import _engine, load_config, make_vec
+from terrazero_env import engine as core
+from terrazero_env import load_config, make_vec
 from terrazero_env.maps import bundled_maps
 
 GOLDEN = Path(__file__).with_name("golden_rollouts.json")
@@ -43,7 +44,7 @@ def _random_actions(engine, rng: np.random.Generator) -> np.ndarray:
 
 def engine_rollout_hash(preset: str, map_name: str, overrides: dict | None = None, steps: int = STEPS) -> str:
     cfg = load_config(preset, **{"num_worlds": 3, "maps": [map_name], **(overrides or {})})
-    engine = _engine.Engine(cfg)
+    engine = core.Engine(cfg)
     engine.reset(seeds=np.array([7, 8, 9]))
     rng = np.random.default_rng(123)
     h = hashlib.sha256()

@@ -169,9 +169,8 @@ def test_tracks_keep_length_step_and_size(name):
 @pytest.mark.realdata
 @pytest.mark.parametrize("name", ["USA_Lanker-1_4_T-1.xml", "USA_US101-17_1_T-1.xml"])
 def test_log_initialisation_places_agents_at_logged_positions(name):
-    from terrazero_env._engine import Engine
-
     from terrazero_env.config import EngineConfig, InitConfig, InitMode
+    from terrazero_env.engine import Engine
 
     _, built = _converted(name)
     cfg = EngineConfig(num_worlds=1, slots_per_world=4, max_agents_per_world=64,

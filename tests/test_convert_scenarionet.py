@@ -90,11 +90,11 @@ def test_left_hand_traffic_is_inferred():
 
 
 def test_log_initialization_from_an_imported_scenario():
-    from terrazero_env import _engine
+    from terrazero_env import engine as core
     from terrazero_env.config import EngineConfig, InitConfig, InitMode
 
     m = build(from_scenario(scenario()))
-    e = _engine.Engine(EngineConfig(num_worlds=1, slots_per_world=2, max_agents_per_world=4,
+    e = core.Engine(EngineConfig(num_worlds=1, slots_per_world=2, max_agents_per_world=4,
                                     init=InitConfig(mode=InitMode.LOG, num_agents=(1, 4))), maps=m)
     e.reset()
     s = e.agent_states(0)

@@ -169,7 +169,7 @@ def test_rule_counters_reach_every_finished_episode_through_the_sb3_adapter():
     venv.reset()
     engine = venv.venv.vector_env.env.engine
     coast = int(np.argmin(np.abs(np.asarray(engine.action_values(0))).sum(axis=1)))  # zero jerk
-    goal = list(terrazero_env._engine.COUNTER_NAMES).index("goal_reached")
+    goal = list(terrazero_env.engine.COUNTER_NAMES).index("goal_reached")
     truncated_goals = episodes = 0
     for _ in range(400):
         _, _, dones, infos = venv.step(np.full(venv.num_envs, coast))

@@ -12,7 +12,7 @@ from conftest import straight_road
 from shapely import STRtree, affinity
 from shapely.geometry import LineString, Polygon, box
 
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.config import (
     REWARD_PARAMS,
     AgentType,
@@ -60,13 +60,13 @@ def _boundary_geoms(m):
 
 
 def test_offroad_agrees_with_shapely(town):
-    rm = _engine.RoadMap(town)
+    rm = core.RoadMap(town)
     rng = np.random.default_rng(0)
     xmin, ymin, xmax, ymax = town.bounds()
     n = 4000
     boxes = np.column_stack([rng.uniform(xmin, xmax, n), rng.uniform(ymin, ymax, n), rng.uniform(-np.pi, np.pi, n),
                              rng.uniform(0.5, 12, n), rng.uniform(0.4, 2.6, n)])
-    got = _engine.footprint_offroad(rm, boxes)
+    got = core.footprint_offroad(rm, boxes)
     tree = STRtree(_boundary_geoms(town))
     polys = [_shapely_box(*b) for b in boxes]
     want = np.array([tree.query(p, predicate="intersects").size > 0 for p in polys])
@@ -75,10 +75,10 @@ def test_offroad_agrees_with_shapely(town):
 
 
 def test_offroad_ignores_geometry_on_another_level(road):
-    rm = _engine.RoadMap(road)
+    rm = core.RoadMap(road)
     across_stub = np.array([[155.0, -1.75, 0.0, 4.5, 2.0]])
-    assert _engine.footprint_offroad(rm, across_stub, z=0.0)[0]
-    assert not _engine.footprint_offroad(rm, across_stub, z=6.0)[0]  # 6 m above: an overpass
+    assert core.footprint_offroad(rm, across_stub, z=0.0)[0]
+    assert not core.footprint_offroad(rm, across_stub, z=6.0)[0]  # 6 m above: an overpass
 
 
 @pytest.mark.slow
@@ -89,7 +89,7 @@ def test_sat_agrees_with_shapely_on_10000_random_box_pairs():
                          rng.uniform(0.3, 3, n)])
     b = np.column_stack([rng.uniform(-6, 6, (n, 2)), rng.uniform(-np.pi, np.pi, n), rng.uniform(0.5, 9, n),
                          rng.uniform(0.3, 3, n)])
-    got = _engine.obb_overlap_batch(a, b)
+    got = core.obb_overlap_batch(a, b)
     want = shapely.intersects([_shapely_box(*r) for r in a], [_shapely_box(*r) for r in b])
     np.testing.assert_array_equal(got, want)
 
@@ -100,7 +100,7 @@ def test_sat_agrees_with_shapely_on_10000_random_box_pairs():
 def _engine_on(m, **over):
     cfg = EngineConfig(num_worlds=1, slots_per_world=4, max_agents_per_world=8, consequences=NONE,
                        init=InitConfig(num_agents=(1, 4), randomize_kinematics=False))
-    return _engine.Engine(cfg.with_overrides(**over) if over else cfg, maps=m)
+    return core.Engine(cfg.with_overrides(**over) if over else cfg, maps=m)
 
 
 def _circle_radius(xy):
@@ -273,7 +273,7 @@ def test_float16_observations_equal_float32_rounded(town):
     def run(dtype):
         cfg = EngineConfig(num_worlds=2, slots_per_world=8, max_agents_per_world=16,
                            init=InitConfig(num_agents=(6, 12)), obs=ObsConfig(dtype=dtype))
-        e = _engine.Engine(cfg, maps=town)
+        e = core.Engine(cfg, maps=town)
         e.reset(seeds=[3, 4])
         rng = np.random.default_rng(0)
         for _ in range(5):
@@ -386,7 +386,7 @@ def test_null_reward_parameters_are_dropped_from_the_observation():
 def test_rejection_sampling_never_spawns_overlapping_or_offroad_agents(town):
     cfg = EngineConfig(num_worlds=1, slots_per_world=16, max_agents_per_world=40,
                        init=InitConfig(num_agents=(20, 40), class_weights=(4, 1, 1, 1, 1)))
-    e = _engine.Engine(cfg, maps=town)
+    e = core.Engine(cfg, maps=town)
     tree = STRtree(_boundary_geoms(town))
     total = 0
     for seed in range(1000):
@@ -406,7 +406,7 @@ def test_rejection_sampling_never_spawns_overlapping_or_offroad_agents(town):
 
 def test_controlled_agents_get_goals_ahead_and_some_are_hidden(town):
     cfg = EngineConfig(num_worlds=8, slots_per_world=16, max_agents_per_world=32)
-    e = _engine.Engine(cfg, maps=town)
+    e = core.Engine(cfg, maps=town)
     e.reset(seeds=np.arange(8) + 100)
     hidden = 0
     n = 0
@@ -425,7 +425,7 @@ def test_log_initialization_places_agents_at_their_logged_state(town):
     m = build(tiny_junction(tracks=True))
     cfg = EngineConfig(num_worlds=1, slots_per_world=4, max_agents_per_world=8,
                        init=InitConfig(mode=1, num_agents=(1, 8)))
-    e = _engine.Engine(cfg, maps=m)
+    e = core.Engine(cfg, maps=m)
     e.reset()
     s = e.agent_states(0)
     assert len(s["x"]) == 1  # the second track is not valid at step 0
@@ -485,9 +485,9 @@ def _rollout(engine, seeds, steps=40, action_seed=7):
 
 def test_same_seed_gives_bit_identical_buffers_across_runs_and_batch_sizes(town):
     cfg1 = EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
-    a = _rollout(_engine.Engine(cfg1, maps=town), [42])
-    b = _rollout(_engine.Engine(cfg1, maps=town), [42])
-    c = _rollout(_engine.Engine(replace(cfg1, num_worlds=3), maps=town), [5, 42, 9])
+    a = _rollout(core.Engine(cfg1, maps=town), [42])
+    b = _rollout(core.Engine(cfg1, maps=town), [42])
+    c = _rollout(core.Engine(replace(cfg1, num_worlds=3), maps=town), [5, 42, 9])
     for (oa, ra, ta, va), (ob, rb, tb, vb), (oc, rc, tc, vc) in zip(a, b, c):
         assert oa.tobytes() == ob.tobytes() and ra.tobytes() == rb.tobytes()
         assert oa.tobytes() == oc[8:16].tobytes() and ra.tobytes() == rc[8:16].tobytes()
@@ -497,7 +497,7 @@ def test_same_seed_gives_bit_identical_buffers_across_runs_and_batch_sizes(town)
 
 def test_resetting_one_world_leaves_the_others_untouched(town):
     cfg = EngineConfig(num_worlds=2, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
-    e = _engine.Engine(cfg, maps=town)
+    e = core.Engine(cfg, maps=town)
     e.reset(seeds=[1, 2])
     before = e.observations[8:].copy(), e.agent_states(1)
     e.reset(world_ids=[0], seeds=[99])
@@ -510,7 +510,7 @@ def test_resetting_one_world_leaves_the_others_untouched(town):
 
 def test_bad_actions_are_rejected_before_anything_changes(town):
     cfg = EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
-    e = _engine.Engine(cfg, maps=town)
+    e = core.Engine(cfg, maps=town)
     e.reset(seeds=[0])
     state = e.agent_states(0)["x"].copy()
     obs = e.observations.copy()
@@ -529,7 +529,7 @@ def test_bad_actions_are_rejected_before_anything_changes(town):
 
 
 def test_bad_reset_arguments_and_unknown_agent_types(town):
-    e = _engine.Engine(EngineConfig(num_worlds=2, slots_per_world=4, max_agents_per_world=8,
+    e = core.Engine(EngineConfig(num_worlds=2, slots_per_world=4, max_agents_per_world=8,
                                     init=InitConfig(num_agents=(2, 8))), maps=town)
     with pytest.raises(ValueError, match=r"world_ids must lie in \[0, 2\)"):
         e.reset(world_ids=[2])
@@ -559,7 +559,7 @@ def test_invalid_config_values_are_named(make, message):
 
 
 def test_memory_per_world_is_under_a_megabyte(town):
-    e = _engine.Engine(EngineConfig(num_worlds=4, slots_per_world=32, max_agents_per_world=64), maps=town)
+    e = core.Engine(EngineConfig(num_worlds=4, slots_per_world=32, max_agents_per_world=64), maps=town)
     assert e.buffer_nbytes() < 1_000_000
 
 
@@ -568,7 +568,7 @@ def test_rollout_renders_agents_on_the_map(town, tmp_path):
 
     from terrazero_env.render import render_world
 
-    e = _engine.Engine(EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=16,
+    e = core.Engine(EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=16,
                                     init=InitConfig(num_agents=(12, 16))), maps=town)
     e.reset(seeds=[1])
     trails = []
@@ -584,8 +584,8 @@ def test_rollout_renders_agents_on_the_map(town, tmp_path):
 
 def test_threads_do_not_change_the_rollout(town):
     cfg = EngineConfig(num_worlds=4, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
-    one = _rollout(_engine.Engine(cfg, maps=town), [1, 2, 3, 4], steps=20)
-    two = _rollout(_engine.Engine(cfg, maps=town, num_threads=2), [1, 2, 3, 4], steps=20)
+    one = _rollout(core.Engine(cfg, maps=town), [1, 2, 3, 4], steps=20)
+    two = _rollout(core.Engine(cfg, maps=town, num_threads=2), [1, 2, 3, 4], steps=20)
     for (oa, ra, _, _), (ob, rb, _, _) in zip(one, two):
         assert oa.tobytes() == ob.tobytes() and ra.tobytes() == rb.tobytes()
 
@@ -594,7 +594,7 @@ def test_observation_noise_is_clipped_gaussian_and_off_by_default(town):
     def first_obs(**obs):
         cfg = EngineConfig(num_worlds=1, slots_per_world=4, max_agents_per_world=8, init=InitConfig(num_agents=(4, 8)),
                            obs=ObsConfig(**obs))
-        e = _engine.Engine(cfg, maps=town)
+        e = core.Engine(cfg, maps=town)
         e.reset(seeds=[11])
         return e.observations[e.valid].copy()
 
@@ -608,8 +608,8 @@ def test_observation_noise_is_clipped_gaussian_and_off_by_default(town):
 
 def test_slot_dropout_drops_entities_and_state_dropout_zeroes_ego_state(town):
     cfg = EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=24, init=InitConfig(num_agents=(20, 24)))
-    full = _engine.Engine(cfg, maps=town)
-    dropped = _engine.Engine(cfg.with_overrides(obs={"slot_dropout": 0.5, "state_dropout": 1.0}), maps=town)
+    full = core.Engine(cfg, maps=town)
+    dropped = core.Engine(cfg.with_overrides(obs={"slot_dropout": 0.5, "state_dropout": 1.0}), maps=town)
     for e in (full, dropped):
         e.reset(seeds=[2])
     road_full = full.obs_layout.split(full.observations)["road"]
@@ -628,7 +628,7 @@ def test_hybrid_initialization_draws_log_or_random_per_world():
     m = build(tiny_junction(tracks=True))
     cfg = EngineConfig(num_worlds=40, slots_per_world=2, max_agents_per_world=8,
                        init=InitConfig(mode=2, p_random=0.5, num_agents=(3, 6)))
-    e = _engine.Engine(cfg, maps=m)
+    e = core.Engine(cfg, maps=m)
     e.reset(seeds=np.arange(40))
     n = np.array([e.num_agents(w) for w in range(40)])
     logged = n == 1  # the log has one track valid at step 0; random worlds place 3-6 agents

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.metrics import format_table, mean_interval, summarize, t_quantile, wilson_interval
 
 
@@ -55,7 +55,7 @@ def test_mean_interval_is_the_t_interval_and_nan_for_one_value():
 
 
 def test_a_counter_the_engine_lacks_is_reported_not_invented():
-    names = [n for n in _engine.COUNTER_NAMES if n != "red_light"]
+    names = [n for n in core.COUNTER_NAMES if n != "red_light"]
     per = {"events": {n: [True, False, False] for n in names}, "progress": [0.5, 0.1, -0.2],
            "return": [1.0, 2.0, 4.0]}
     rows = summarize(per)

@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_junction
 from shapely.geometry import LineString
 
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.config import (
     REWARD_PARAMS,
     AgentType,
@@ -32,7 +32,7 @@ def _engine_for(m, controller, idm=None, **signals):
     cfg = EngineConfig(num_worlds=1, slots_per_world=2, max_agents_per_world=4, consequences=NONE,
                        episode_length=100_000, init=InitConfig(num_agents=(1, 2)),
                        signals=SignalConfig(controller=controller, **signals), idm=idm or IdmConfig())
-    e = _engine.Engine(cfg, maps=m)
+    e = core.Engine(cfg, maps=m)
     e.reset(seeds=[1])
     return e
 
@@ -318,7 +318,7 @@ def test_fifty_idm_vehicles_on_a_procedural_town_never_collide(grid_towns, contr
                        episode_length=100_000, signals=SignalConfig(controller=controller),
                        init=InitConfig(num_agents=(50, 50), class_weights=(6.0, 1.0, 1.0, 0.0, 0.0),
                                        controlled=(False,) * 5, idm_fraction=1.0, placement_tries=200))
-    e = _engine.Engine(cfg, maps=m)
+    e = core.Engine(cfg, maps=m)
     e.reset(seeds=[seed])
     a = e.agents[0, :50]
     assert (a["role"] == 3).all()  # 50 IDM vehicles

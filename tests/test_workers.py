@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import terrazero_env
-from terrazero_env import _engine
+from terrazero_env import engine as core
 from terrazero_env.envs.workers import MultiProcessEngine, WorkerTraceback
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes and /dev/shm")
@@ -61,7 +61,7 @@ def _wait(pred, timeout: float = 15.0) -> bool:
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_rollout_is_bit_identical_to_the_in_process_engine(dtype):
     cfg = _config(3, **{"obs.dtype": dtype})  # 3 worlds over 2 workers: blocks of 1 and 2
-    ref = _engine.Engine(cfg)
+    ref = core.Engine(cfg)
     with MultiProcessEngine(cfg, 2) as eng:
         assert eng.worker_bounds.tolist() == [0, 1, 3]
         assert eng.observations.dtype == ref.observations.dtype and eng.obs_dim == ref.obs_dim
@@ -95,7 +95,7 @@ def test_rollout_is_bit_identical_to_the_in_process_engine(dtype):
 
 def test_reset_routes_each_world_to_its_worker_and_leaves_the_others():
     cfg = _config(3)
-    ref = _engine.Engine(cfg)
+    ref = core.Engine(cfg)
     with MultiProcessEngine(cfg, 2) as eng:
         ref.reset()
         eng.reset()  # default seeds: the (global) world index
@@ -136,7 +136,7 @@ def _live_slots_then_step(engine, bad: int, values: np.ndarray) -> list[str]:
 
 def test_bad_actions_raise_in_the_parent_like_the_engine_and_change_nothing():
     cfg = _config(3, episode_length=6)
-    ref = _engine.Engine(cfg)
+    ref = core.Engine(cfg)
     with MultiProcessEngine(cfg, 2) as eng:
         for e in (ref, eng):
             e.reset(None, [1, 2, 3])

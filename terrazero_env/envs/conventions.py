@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .. import _engine
+from .. import engine as core
 from ..config import EngineConfig
 
 __all__ = ["EnvClosedError", "MAX_SEED", "check_action", "check_overrides", "check_seed", "closed_engine",
@@ -131,7 +132,7 @@ def require_open(engine: Any) -> None:
 
 def _rebuild_engine(config: EngineConfig, maps: list[Any], world_map: np.ndarray, num_threads: int,
                     state: dict[str, Any]) -> Any:
-    engine = _engine.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
+    engine = core.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
     # The per-world signal arrays are as wide as the largest map an engine has held (a dataset may
     # have grown them); the columns past the largest map in use now are never read, so a fresh
     # engine, sized for the maps in use, takes the leading columns.
@@ -149,3 +150,4 @@ def _reduce_engine(engine: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 copyreg.pickle(_engine.Engine, _reduce_engine)
+copyreg.pickle(core.Engine, _reduce_engine)

@@ -20,7 +20,7 @@ import numpy as np
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import parallel_to_aec
 
-from .. import _engine
+from .. import engine as core
 from ..config import EngineConfig
 from ..config_io import load_config
 from .conventions import check_action, check_overrides, check_seed, closed_engine, require_open
@@ -43,7 +43,7 @@ class ParallelDriveEnv(ParallelEnv):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
-        self.engine = _engine.Engine(self.config)
+        self.engine = core.Engine(self.config)
         self._obs_space = observation_space(self.engine)
         self._act_space = action_space(self.engine, self.config)
         self.possible_agents = [f"agent_{k}" for k in range(self.engine.slots_per_world)]

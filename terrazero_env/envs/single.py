@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .. import _engine
+from .. import engine as core
 from ..config import EngineConfig
 from ..config_io import load_config
 from .conventions import check_action, check_overrides, check_seed, closed_engine, require_open
@@ -40,7 +40,7 @@ class DriveEnv(gym.Env):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
-        self.engine = _engine.Engine(self.config)
+        self.engine = core.Engine(self.config)
         self.observation_space = observation_space(self.engine)
         self.action_space = action_space(self.engine, self.config)
         self.obs_layout = self.engine.obs_layout
@@ -49,7 +49,7 @@ class DriveEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         e = self.engine
-        names = _engine.COUNTER_NAMES
+        names = core.COUNTER_NAMES
         return {"valid": bool(e.valid[0]), "agent_type": int(e.agent_type[0]),
                 **{f"count_{n}": int(v) for n, v in zip(names, e.counters[0])}}
 

@@ -10,7 +10,7 @@
 Sub-environment ``w * K + k`` is slot k of world w. A slot's episode is its agent's life; a world
 restarts once all its slots are done (each agent terminated, or the horizon truncated them all).
 Slots without a live agent are marked ``info["valid"] == False`` (reward 0, no flags).
-``info["counters"]`` (int32 ``[num_envs, 7]``, columns ``_engine.COUNTER_NAMES``) counts each slot's
+``info["counters"]`` (int32 ``[num_envs, 7]``, columns ``core.COUNTER_NAMES``) counts each slot's
 rule events so far in its episode, as they stood after this step (before any reset). Autoreset
 follows ``metadata["autoreset_mode"]`` at world granularity:
 
@@ -34,15 +34,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from .. import _engine
+from .. import engine as core
 from ..config import AgentType, EngineConfig
 from .conventions import check_seed, closed_engine, require_open
 
 __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
 
 
-#: Every observed value is scaled to order one (appendix C); +-100 bounds even a goal 20 km away.
-OBS_BOUND = 100.0
+#: Every observed value is scaled to order one (appendix C) and clamped by the engine to this bound;
+#: 100 bounds even a goal 20 km away.
+OBS_BOUND: float = core.OBS_BOUND
 
 
 def observation_space(engine: Any) -> gym.spaces.Box:
@@ -98,10 +99,14 @@ class TerraZeroVectorEnv(VectorEnv):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.config = config
         self.dataset = dataset
+        o = config.obs
+        self._dataset_maps = (core.DatasetRoadMaps(dataset, obs_radius=o.road_radius,
+                                                   obs_segment_length=o.road_segment_length)
+                              if dataset is not None else None)
         if dataset is not None and engine is None:
             # Start on the dataset's first scenario; every world reset then draws one.
-            engine = _engine.Engine(config, maps=[dataset[0]], num_threads=num_threads)
-        self.engine = engine if engine is not None else _engine.Engine(config, num_threads=num_threads)
+            engine = core.Engine(config, maps=[dataset[0]], num_threads=num_threads)
+        self.engine = engine if engine is not None else core.Engine(config, num_threads=num_threads)
         e = self.engine
         self.num_worlds = e.num_worlds
         self.slots_per_world = e.slots_per_world
@@ -174,10 +179,8 @@ class TerraZeroVectorEnv(VectorEnv):
         """With a dataset, each reset world draws its scenario from the world's own seed."""
         if self.dataset is None or ids.size == 0:
             return
-        o = self.config.obs
         picks = [self.dataset.sample(np.random.default_rng(int(s) % (1 << 63))) for s in seeds]
-        self.engine.assign_maps(ids, [self.dataset.road_map(i, obs_radius=o.road_radius,
-                                                            obs_segment_length=o.road_segment_length) for i in picks])
+        self.engine.assign_maps(ids, [self._dataset_maps[i] for i in picks])
 
     # --------------------------------------------------------------------------------------- step
 

@@ -1,13 +1,13 @@
 """Worlds stepped in worker processes that share their buffers with the parent.
 
     from terrazero_env.envs.workers import MultiProcessEngine
-    eng = MultiProcessEngine(config, num_workers=4)   # the Python API of ``_engine.Engine``
+    eng = MultiProcessEngine(config, num_workers=4)   # the Python API of ``terrazero_env.engine.Engine``
     eng.reset(np.arange(config.num_worlds), seeds)    # int64 [n] each
     eng.step(actions)                                 # int [W*K]
     eng.observations                                  # [W*K, obs_dim], in shared memory
     eng.close()
 
-Worker p runs its own ``_engine.Engine`` over the contiguous block of worlds
+Worker p runs its own ``terrazero_env.engine.Engine`` over the contiguous block of worlds
 ``worker_bounds[p]:worker_bounds[p + 1]`` (blocks differ in size by at most one world). Every buffer
 the parent exposes lives in one ``multiprocessing.shared_memory`` segment. A step writes the actions
 there, sends each worker one byte over its pipe and waits for a one-byte answer; meanwhile each worker
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _engine
+from .. import engine as core
 from ..config import AgentType, EngineConfig
 
 __all__ = ["MultiProcessEngine", "WorkerTraceback", "default_context"]
@@ -177,7 +177,7 @@ def _error_reply(exc: BaseException) -> bytes:
 def _serve(conn: Connection, segment: _Segment, spec: _Spec, config: EngineConfig, maps: Any,
            world_map: np.ndarray, start: int, stop: int, num_threads: int) -> None:
     try:
-        engine = _engine.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
+        engine = core.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
         block = _WorldBlock(engine, _segment_arrays(segment.buf, spec), start, stop)
         block.publish()
     except Exception as exc:
@@ -239,7 +239,7 @@ def _shutdown(conns: list[Connection], procs: list[Any], segment: _Segment) -> N
 
 class MultiProcessEngine:
     """``num_worlds`` worlds split over ``num_workers`` processes, with the Python API of
-    ``_engine.Engine`` (see the module docstring).
+    ``terrazero_env.engine.Engine`` (see the module docstring).
 
     Buffers (numpy views of shared memory, rewritten by every step; row ``w * K + k`` is slot k of
     world w): ``observations`` float32/float16 ``[W*K, obs_dim]``, ``actions`` int32 ``[W*K]``,
@@ -273,7 +273,7 @@ class MultiProcessEngine:
         self.timeout = float(timeout)
         self._closed = True  # until the workers are up
         # A one-world engine answers the questions that do not depend on the worlds.
-        self._template = _engine.Engine(config.with_overrides(num_worlds=1), maps=maps)
+        self._template = core.Engine(config.with_overrides(num_worlds=1), maps=maps)
         t = self._template
         self.config = config
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, t.max_agents

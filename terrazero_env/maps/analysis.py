@@ -1,4 +1,8 @@
-"""Structural checks and summaries of a built map, used by ``terrazero maps inspect`` and the tests."""
+"""Structural checks and summaries of a built map, used by ``terrazero maps inspect`` and the tests.
+
+Offline NumPy code: maps sit below the engine in the import order, so the nearest-lane queries of the
+handedness vote use their own small grid index rather than the engine's ``SegmentGrid``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import numpy as np
 
 from .schema import Handedness, MapData
 
-__all__ = ["handedness_votes", "infer_handedness", "lane_graph_report", "successor_gaps", "summary"]
+__all__ = ["handedness_votes", "nearest_segments", "infer_handedness", "lane_graph_report", "successor_gaps", "summary"]
 
 
 def successor_gaps(m: MapData) -> np.ndarray:
@@ -40,6 +44,66 @@ def lane_graph_report(m: MapData) -> dict[str, Any]:
     }
 
 
+def nearest_segments(values: np.ndarray, offsets: np.ndarray, points: np.ndarray,
+                     max_dist: float) -> tuple[np.ndarray, np.ndarray]:
+    """The polyline segment nearest to each point in (x, y), within ``max_dist`` metres.
+
+    ``values``/``offsets``: a CSR polyline set (float ``[P, >=2]``, int ``[n + 1]``); ``points``: float
+    ``[N, >=2]``. Returns (``row``: int64 ``[N]``, the polyline of the nearest segment or -1 when none
+    lies within ``max_dist``; ``heading``: float64 ``[N]``, that segment's direction in radians, NaN
+    when none). Ties go to the lowest segment index. Segments are bucketed into a uniform grid of
+    ``max_dist`` cells (each under every cell its box, grown by ``max_dist``, covers), so a point only
+    tests the segments of its own cell.
+    """
+    v = np.asarray(values, np.float64)[:, :2]
+    off = np.asarray(offsets, np.int64)
+    p = np.asarray(points, np.float64)[:, :2]
+    n_q = p.shape[0]
+    row_out = np.full(n_q, -1, np.int64)
+    head_out = np.full(n_q, np.nan)
+    rows = np.repeat(np.arange(off.shape[0] - 1), np.diff(off))
+    a_idx = np.nonzero(rows[1:] == rows[:-1])[0]
+    if a_idx.size == 0 or n_q == 0:
+        return row_out, head_out
+    a, b, seg_row = v[a_idx], v[a_idx + 1], rows[a_idx]
+    cell = max(float(max_dist), 1e-3)
+    lo = np.minimum(a, b) - max_dist
+    hi = np.maximum(a, b) + max_dist
+    x0, y0 = lo.min(axis=0)
+    nx = int((hi[:, 0].max() - x0) // cell) + 1
+    ny = int((hi[:, 1].max() - y0) // cell) + 1
+    ix0, iy0 = ((lo[:, 0] - x0) // cell).astype(np.int64), ((lo[:, 1] - y0) // cell).astype(np.int64)
+    span_x = ((hi[:, 0] - x0) // cell).astype(np.int64) - ix0 + 1
+    span_y = ((hi[:, 1] - y0) // cell).astype(np.int64) - iy0 + 1
+    reps = span_x * span_y
+    sid = np.repeat(np.arange(a.shape[0]), reps)
+    k = np.arange(sid.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
+    cells = (iy0[sid] + k // span_x[sid]) * nx + ix0[sid] + k % span_x[sid]
+    order = np.lexsort((sid, cells))
+    items = sid[order]
+    start = np.r_[0, np.cumsum(np.bincount(cells, minlength=nx * ny))]
+    qx, qy = np.floor((p[:, 0] - x0) / cell), np.floor((p[:, 1] - y0) / cell)
+    inside = (qx >= 0) & (qx < nx) & (qy >= 0) & (qy < ny)
+    q = np.nonzero(inside)[0]
+    qc = (qy[q] * nx + qx[q]).astype(np.int64)
+    counts = start[qc + 1] - start[qc]
+    pq = np.repeat(q, counts)
+    ps = items[np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(start[qc], counts)]
+    d = b[ps] - a[ps]
+    dd = np.einsum("ij,ij->i", d, d)
+    t = np.clip(np.einsum("ij,ij->i", p[pq] - a[ps], d) / np.where(dd > 0, dd, 1.0), 0.0, 1.0)
+    e = a[ps] + t[:, None] * d - p[pq]
+    d2 = np.einsum("ij,ij->i", e, e)
+    ok = d2 <= max_dist * max_dist
+    pq, ps, d2 = pq[ok], ps[ok], d2[ok]
+    best = np.lexsort((ps, d2, pq))
+    first = best[np.r_[True, pq[best][1:] != pq[best][:-1]]] if best.size else best
+    row_out[pq[first]] = seg_row[ps[first]]
+    dir_ = b[ps[first]] - a[ps[first]]
+    head_out[pq[first]] = np.arctan2(dir_[:, 1], dir_[:, 0])
+    return row_out, head_out
+
+
 def handedness_votes(m: MapData, probe_lanes: float = 2.0) -> dict[str, int]:
     """Where, relative to each non-intersection lane, the nearest opposite-direction lane lies.
 
@@ -48,10 +112,7 @@ def handedness_votes(m: MapData, probe_lanes: float = 2.0) -> dict[str, int]:
     opposite traffic on that side. Returns counts of lanes with opposite traffic only on the left
     (right-hand traffic), only on the right (left-hand traffic), or on both sides.
     """
-    from terrazero_env._engine import SegmentGrid  # the compiled spatial index
-
     cl = m.lanes.centerline
-    grid = SegmentGrid(np.ascontiguousarray(cl.values), np.ascontiguousarray(cl.offsets, np.int64), 10.0)
     lanes = np.nonzero(m.lanes.intersection < 0)[0]
     if lanes.size == 0:
         return {"left": 0, "right": 0, "both": 0}
@@ -64,9 +125,10 @@ def handedness_votes(m: MapData, probe_lanes: float = 2.0) -> dict[str, int]:
     for side, sign in (("left", 1.0), ("right", -1.0)):
         hit = np.zeros(lanes.size, bool)
         for k in np.arange(1.0, probe_lanes + 1e-9, 0.5):
-            q = grid.query((p0 + p1) / 2 + sign * k * w * normal, max_dist=0.6 * float(w.max()), z_gate=-1.0)
-            ok = (q["row"] >= 0) & (q["row"] != lanes)
-            cosang = np.cos(q["heading"] - np.arctan2(t[:, 1], t[:, 0]))
+            row, heading = nearest_segments(cl.values, cl.offsets, (p0 + p1) / 2 + sign * k * w * normal,
+                                            max_dist=0.6 * float(w.max()))
+            ok = (row >= 0) & (row != lanes)
+            cosang = np.cos(heading - np.arctan2(t[:, 1], t[:, 0]))
             hit |= ok & (cosang < -0.7)
         found[side] = hit
     return {

@@ -48,7 +48,6 @@ class Dataset:
         self.files = files
         self.cache_size = cache_size
         self._cache: OrderedDict[int, MapData] = OrderedDict()
-        self._road_maps: OrderedDict[tuple, Any] = OrderedDict()
         folder_manifest: dict[str, dict[str, str]] = {}
         mf = files[0].parent / "manifest.json"
         if manifest is None and mf.is_file():
@@ -74,9 +73,9 @@ class Dataset:
         return len(self.files)
 
     def __getstate__(self) -> dict[str, Any]:
-        # Copies and pickles carry the file list and manifest; the caches refill on demand (the
-        # compiled road index does not pickle, and a cached map reads back the same).
-        return {**self.__dict__, "_cache": OrderedDict(), "_road_maps": OrderedDict()}
+        # Copies and pickles carry the file list and manifest; the cache refills on demand (a cached
+        # map reads back the same).
+        return {**self.__dict__, "_cache": OrderedDict()}
 
     def __getitem__(self, i: int) -> MapData:
         i = int(i)
@@ -98,20 +97,6 @@ class Dataset:
         out = np.array([self.groups[self._group_keys[j]][rng.integers(0, len(self.groups[self._group_keys[j]]))]
                         for j in g])
         return int(out[0]) if n is None else out
-
-    def road_map(self, i: int, **index_options: Any) -> Any:
-        """The engine index (``_engine.RoadMap``) of scenario ``i``, cached like the maps."""
-        from terrazero_env._engine import RoadMap
-
-        key = (int(i), tuple(sorted(index_options.items())))
-        if key in self._road_maps:
-            self._road_maps.move_to_end(key)
-            return self._road_maps[key]
-        rm = RoadMap(self[i], **index_options)
-        self._road_maps[key] = rm
-        while len(self._road_maps) > self.cache_size:
-            self._road_maps.popitem(last=False)
-        return rm
 
     @property
     def cached(self) -> int:

@@ -20,6 +20,9 @@ from .schema import MapData, Movement
 
 __all__ = ["STAGE_LEFT", "STAGE_THROUGH", "STAGE_ALL", "signal_plan"]
 
+#: Kinds of NEMA stage (``stage_kind``). Maps sit below the engine and may not import it, so these
+#: stay declared here; they must equal the engine's ``STAGE_*`` enum of ``cyext/signals.pxd``
+#: (exported as ``SIGNAL_STAGES``), which ``tests/test_vocabulary.py`` checks.
 STAGE_LEFT, STAGE_THROUGH, STAGE_ALL = 0, 1, 2
 
 

@@ -1,0 +1,109 @@
+# The engine's vocabulary exported to Python, built from the enums of common.pxd, signals.pxd and
+# observe.pxd: every tuple below lists names in the order of their C values, and a name's index IS
+# its value. Included by _engine.pyx. Python code (the env layer, agents) reads names, column
+# orders and sizes from here; config and maps, which must not import the engine, keep their own
+# enums and tests/test_vocabulary.py holds them equal to these.
+
+from signals cimport (CTRL_CHRISTMAS, CTRL_NEMA, CTRL_ROUND_ROBIN, N_CONTROLLERS, STAGE_LEFT, STAGE_THROUGH,
+                      STAGE_ALL, N_STAGE_KINDS)
+from observe cimport (OBS_TYPE_VEHICLE, OBS_TYPE_PEDESTRIAN, OBS_TYPE_CYCLIST, PARTNER_WIDTH, PARTNER_ACCEL_WIDTH,
+                      ROAD_WIDTH, TRAFFIC_WIDTH, OBS_CLAMP, type_code)
+
+
+def _ordered(what, pairs, int count):
+    """Names ordered by their enum values; the values must cover 0..count-1 exactly once, so a C
+    enum edited without its name here (or the reverse) fails at import."""
+    names = [None] * count
+    for value, name in pairs:
+        if not 0 <= value < count or names[value] is not None:
+            raise ImportError(f"engine vocabulary {what}: value {value} of {name!r} is out of 0..{count - 1} "
+                              f"or repeated")
+        names[value] = name
+    if None in names:
+        raise ImportError(f"engine vocabulary {what}: no name for value {names.index(None)}")
+    return tuple(names)
+
+
+#: Agent classes (``AgentType``), by value.
+AGENT_CLASSES = _ordered("agent classes", (
+    (CLS_CAR, "CAR"), (CLS_TRUCK, "TRUCK"), (CLS_BUS, "BUS"), (CLS_PEDESTRIAN, "PEDESTRIAN"),
+    (CLS_CYCLIST, "CYCLIST")), N_CLASSES)
+#: Dynamics models (``DynamicsModel``).
+DYNAMICS_MODELS = _ordered("dynamics models", (
+    (DYN_UNICYCLE, "UNICYCLE"), (DYN_BICYCLE_ACCEL, "BICYCLE_ACCEL"), (DYN_BICYCLE_JERK, "BICYCLE_JERK"),
+    (DYN_BICYCLE_TIRE, "BICYCLE_TIRE")), N_DYNAMICS)
+#: Consequences of a rule violation (``Consequence``).
+CONSEQUENCES = _ordered("consequences", (
+    (CONSEQ_NONE, "NONE"), (CONSEQ_STOP, "STOP"), (CONSEQ_REMOVE, "REMOVE")), N_CONSEQUENCES)
+#: Agent roles (the ``role`` column of ``Engine.agents``).
+ROLES = _ordered("roles", (
+    (ROLE_CONTROLLED, "CONTROLLED"), (ROLE_STATIC, "STATIC"), (ROLE_LOG, "LOG"), (ROLE_IDM, "IDM")), N_ROLES)
+#: How a stop line is controlled (``ControlType``).
+CONTROL_TYPES = _ordered("control types", (
+    (SLC_NONE, "NONE"), (SLC_SIGNAL, "SIGNAL"), (SLC_STOP_SIGN, "STOP_SIGN")), N_CONTROL_TYPES)
+#: Scene initialization modes (``InitMode``).
+INIT_MODES = _ordered("init modes", (
+    (INIT_RANDOM, "RANDOM"), (INIT_LOG, "LOG"), (INIT_HYBRID, "HYBRID")), N_INIT_MODES)
+#: What reaching the goal does (``GoalBehavior``).
+GOAL_BEHAVIORS = _ordered("goal behaviours", (
+    (GOAL_NEW_GOAL, "NEW_GOAL"), (GOAL_HALT, "HALT")), N_GOAL_BEHAVIORS)
+#: Signal controllers (``SignalController``).
+SIGNAL_CONTROLLERS = _ordered("signal controllers", (
+    (CTRL_CHRISTMAS, "CHRISTMAS"), (CTRL_NEMA, "NEMA"), (CTRL_ROUND_ROBIN, "ROUND_ROBIN")), N_CONTROLLERS)
+#: Kinds of NEMA stage in a signal plan (``signal_plan.STAGE_*``).
+SIGNAL_STAGES = _ordered("signal stages", (
+    (STAGE_LEFT, "LEFT"), (STAGE_THROUGH, "THROUGH"), (STAGE_ALL, "ALL")), N_STAGE_KINDS)
+#: Signal states of a head or stop line (``Engine.signal_states``, ``stop_line_states``).
+SIGNAL_STATES = _ordered("signal states", (
+    (SIG_RED, "RED"), (SIG_YELLOW, "YELLOW"), (SIG_GREEN, "GREEN"), (SIG_OFF, "OFF")), N_SIGNAL_STATES)
+#: Stop-sign states of an agent (the ego observation's one-hot, in this order).
+STOP_STATES = _ordered("stop states", (
+    (STOP_NOT_IN_REGION, "NOT_IN_REGION"), (STOP_MUST_STOP, "MUST_STOP"), (STOP_CLEARED, "CLEARED")), N_STOP_STATES)
+#: Road types of the road observation (table 11).
+ROAD_TYPES = _ordered("road types", (
+    (ROAD_LANE, "LANE"), (ROAD_LINE, "LINE"), (ROAD_EDGE, "EDGE")), N_ROAD_TYPES)
+#: Kinematic coefficients of an agent (appendix D.4), in the order of the ego observation.
+KINEMATIC_PARAMS = _ordered("kinematic parameters", (
+    (KIN_THROTTLE, "throttle"), (KIN_STEER, "steer"), (KIN_ACC, "acc"), (KIN_VEL, "vel")), N_KIN)
+#: Columns of ``Engine.counters``.
+COUNTER_NAMES = _ordered("counters", (
+    (CNT_COLLISION, "collision"), (CNT_OFFROAD, "offroad"), (CNT_WRONG_WAY, "wrong_way"), (CNT_GOAL, "goal_reached"),
+    (CNT_COMFORT, "comfort_violations"), (CNT_STOP_LINE, "stop_line"), (CNT_RED_LIGHT, "red_light")), N_COUNTERS)
+#: Reward parameters (appendix B, table 8): the columns of the ``reward_lo``/``reward_hi``/``reward_on``
+#: tables and the order of the ego observation's ``alpha_params``.
+REWARD_PARAMS = _ordered("reward parameters", (
+    (RW_GOAL, "goal"), (RW_COLLISION, "collision"), (RW_BOUNDARY, "boundary"), (RW_COMFORT, "comfort"),
+    (RW_LANE_ALIGN, "lane_align"), (RW_LANE_CENTER, "lane_center"), (RW_VELOCITY, "velocity"),
+    (RW_VEL_ALIGN, "vel_align"), (RW_REVERSE, "reverse"), (RW_TIMESTEP, "timestep"), (RW_STOP_LINE, "stop_line"),
+    (RW_RED_LIGHT, "red_light"), (RW_ROAD_INCURSION, "road_incursion"), (RW_SPEED_LIMIT, "speed_limit"),
+    (RW_EDGE_PREFERENCE, "edge_preference"), (RW_GOAL_PROGRESS, "goal_progress"),
+    (RW_TARGET_SPEED, "target_speed"), (RW_WRONG_WAY, "wrong_way"), (RW_DELTA_GOAL, "delta_goal"),
+    (RW_V_GOAL, "v_goal"), (RW_GAMMA_COL, "gamma_col"), (RW_B_CENTER, "b_center"),
+    (RW_V_SPEED_LIM, "v_speed_lim")), N_REWARD)
+#: Columns of the per-class parameter table (``class_params``, one row per agent class).
+CLASS_PARAMS = _ordered("class parameters", (
+    (CP_DYN, "dynamics"), (CP_LEN_LO, "length_lo"), (CP_LEN_HI, "length_hi"), (CP_WID_LO, "width_lo"),
+    (CP_WID_HI, "width_hi"), (CP_HGT_LO, "height_lo"), (CP_HGT_HI, "height_hi"), (CP_VMAX, "max_speed"),
+    (CP_VREV, "max_reverse_speed"), (CP_AMAX, "max_accel"), (CP_DMAX, "max_decel"),
+    (CP_ALATMAX, "max_lat_accel"), (CP_STEERMAX, "max_steer"), (CP_WHEELBASE, "wheelbase_ratio"),
+    (CP_COMF_ALONG, "comfort_accel_long"), (CP_COMF_ALAT, "comfort_accel_lat"), (CP_COMF_JLONG, "comfort_jerk_long"),
+    (CP_COMF_JLAT, "comfort_jerk_lat"), (CP_CORNERING, "cornering_stiffness"), (CP_MASS, "mass"),
+    (CP_WEIGHT, "class_weight")), N_CP)
+#: Observation type code of each agent class (tables 9, 10), from the observation writer itself.
+TYPE_CODES = tuple(type_code(c) for c in range(N_CLASSES))
+#: The observation's categorical type codes by name.
+OBS_TYPES = {"vehicle": OBS_TYPE_VEHICLE, "pedestrian": OBS_TYPE_PEDESTRIAN, "cyclist": OBS_TYPE_CYCLIST}
+#: Values per entity of each observation group (partners without the optional acceleration pair).
+ENTITY_WIDTHS = {"partners": PARTNER_WIDTH, "partner_acceleration": PARTNER_ACCEL_WIDTH, "road": ROAD_WIDTH,
+                 "traffic": TRAFFIC_WIDTH}
+#: Every observed value is clamped to +-OBS_BOUND: the bound of the observation space.
+OBS_BOUND = float(OBS_CLAMP)
+
+#: Every named table above, for tests and tools: {name: names ordered by value}.
+VOCABULARY = {
+    "agent_classes": AGENT_CLASSES, "dynamics_models": DYNAMICS_MODELS, "consequences": CONSEQUENCES,
+    "roles": ROLES, "control_types": CONTROL_TYPES, "init_modes": INIT_MODES, "goal_behaviors": GOAL_BEHAVIORS,
+    "signal_controllers": SIGNAL_CONTROLLERS, "signal_stages": SIGNAL_STAGES, "signal_states": SIGNAL_STATES,
+    "stop_states": STOP_STATES, "road_types": ROAD_TYPES, "kinematic_params": KINEMATIC_PARAMS,
+    "counters": COUNTER_NAMES, "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
+}
