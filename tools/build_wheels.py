@@ -41,12 +41,12 @@ def _version_of(python: str) -> str | None:
 def find_interpreters(wanted: list[str]) -> dict[str, str]:
     """``{"3.X": path}`` for each wanted version with a working CPython interpreter."""
     cands: list[str] = []
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    if pyenv.is_dir():  # real interpreters before PATH, whose python3.X may be a pyenv shim
+        cands += [str(p / "bin" / "python3") for p in sorted(pyenv.iterdir()) if (p / "bin" / "python3").exists()]
     for v in wanted:
         if (p := shutil.which(f"python{v}")) is not None:
             cands.append(p)
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    if pyenv.is_dir():
-        cands += [str(p / "bin" / "python3") for p in sorted(pyenv.iterdir()) if (p / "bin" / "python3").exists()]
     if shutil.which("uv"):
         for v in wanted:
             r = subprocess.run(["uv", "python", "find", v], capture_output=True, text=True)
