@@ -35,7 +35,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from .. import _engine
-from .._build_info import check_num_threads
 from ..config import AgentType, EngineConfig
 
 __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
@@ -96,6 +95,8 @@ class TerraZeroVectorEnv(VectorEnv):
         mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        from .._build_info import check_num_threads
+
         num_threads = check_num_threads(num_threads)  # warns when a serial (no-OpenMP) build is asked for threads
         self.config = config
         self.dataset = dataset
