@@ -4,16 +4,17 @@ Implements TerraZero (procedural object-level simulation, traffic rules, self-pl
 FAST (DPSA sampling, SMPO loss). See the README for what works today.
 """
 
-__version__ = "0.1.0"
-
-from . import maps  # noqa: E402
-from .config import EngineConfig  # noqa: E402
-from .config_io import load_config  # noqa: E402
-from .envs import DriveEnv, aec_env, make_vec, parallel_env, register  # noqa: E402
+from . import maps
+from ._build_info import build_info
+from ._version import __version__
+from .config import EngineConfig
+from .config_io import load_config
+from .envs import DriveEnv, aec_env, make_vec, parallel_env, register
 
 #: PettingZoo convention: ``env()`` is the AEC form, ``parallel_env()`` the parallel one.
 env = aec_env
 
 register()
 
-__all__ = ["DriveEnv", "EngineConfig", "env", "load_config", "make_vec", "maps", "parallel_env", "__version__"]
+__all__ = ["DriveEnv", "EngineConfig", "__version__", "build_info", "env", "load_config", "make_vec", "maps",
+           "parallel_env"]

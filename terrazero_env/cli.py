@@ -154,8 +154,24 @@ def _yaml_value(text: str):
     return safe_yaml.load(text, "--set value")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: build facts are read only when asked for (argparse's own action formats eagerly)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from ._build_info import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="terrazero", description="TerraZero driving simulator tools")
+    p.add_argument("--version", action=_VersionAction,
+                   help="print the version and how the engine was built (compiler, OpenMP, debug), then exit")
     sub = p.add_subparsers(dest="group", required=True)
     maps = sub.add_parser("maps", help="build, inspect and render maps")
     ms = maps.add_subparsers(dest="command", required=True)

@@ -97,6 +97,9 @@ class TerraZeroVectorEnv(VectorEnv):
         mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        from .._build_info import check_num_threads
+
+        num_threads = check_num_threads(num_threads)  # warns when a serial (no-OpenMP) build is asked for threads
         self.config = config
         self.dataset = dataset
         o = config.obs
