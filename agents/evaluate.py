@@ -32,6 +32,7 @@ import terrazero_env
 from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
+from terrazero_env.envs.conventions import check_seed
 from terrazero_env.metrics import RATES, format_table, mean_interval, summarize, t_quantile, wilson_interval
 
 from .modelzip import PickleRefusedError, load_model
@@ -119,7 +120,7 @@ def check_compatible(model: Any, venv: Any, config_name: str) -> None:
 # ----------------------------------------------------------------------------------- evaluation
 
 def _world_seed(seed: int, index: int) -> int:
-    ss = np.random.SeedSequence([int(seed) % (1 << 128), int(index)])
+    ss = np.random.SeedSequence([int(seed), int(index)])  # seed checked in [0, 2**64) by evaluate
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))  # fits the engine's int64 seeds
 
 
@@ -153,8 +154,11 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     ``.gif`` (or ``.mp4`` with imageio-ffmpeg) of world 0 over the first round, from its reset until its
     last agent's episode ends; ``video_zoom``: half-width (m) of a window that follows the first live
     controlled agent (None: the whole map). Deterministic in ``seed``."""
-    if episodes < 1:
-        raise ValueError(f"episodes must be positive, got {episodes}")
+    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
+    seed = check_seed(seed, "seed")  # [0, 2**64): no two seeds alias one evaluation
+    if seed is None:
+        raise TypeError("seed must be a non-negative integer below 2**64, got None")
     if video_zoom is not None and not (np.isfinite(video_zoom) and video_zoom > 0):
         raise ValueError(f"video zoom: a positive number of metres, got {video_zoom!r}")
     video_path = _check_video_path(video) if video is not None else None

@@ -11,8 +11,8 @@
 Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, traffic, signals, observe,
 rewards, scene; rule-based road users in route, yielding and roadusers). The Engine class is in
 ``engine.pxi``; the work behind it is in module-level functions taking the engine, one ``.pxi`` per
-concern (signal_store, placement, world_step, engine_state). Python never loops over agents on the
-step path.
+concern (scene_checks, signal_store, placement, world_step, engine_state). Python never loops over
+agents on the step path.
 """
 
 import numpy as np
@@ -21,6 +21,7 @@ from libc.math cimport atan2, sqrt, floor, fabs, cos, sin, INFINITY
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, memcpy
 from libc.stdint cimport uint16_t
+from cpython.exc cimport PyErr_CheckSignals
 from cython.parallel cimport prange
 
 from common cimport *
@@ -204,6 +205,7 @@ include "vocabulary.pxi"
 include "roadmap.pxi"
 include "layout.pxi"
 include "engine.pxi"
+include "scene_checks.pxi"
 include "signal_store.pxi"
 include "placement.pxi"
 include "world_step.pxi"

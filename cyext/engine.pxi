@@ -34,7 +34,13 @@ cdef class Engine:
       with ``REWARD_PARAMS`` and ``CLASS_PARAMS``) plus ``alpha``, the indices into
       ``REWARD_PARAMS`` of the observed reward parameters;
     * ``world_map``: the map index of each world (default: round-robin);
-    * ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only).
+    * ``num_threads``: OpenMP threads stepping worlds in parallel (1: the calling thread only), at
+      most four per CPU core.
+
+    One engine serves one Python thread at a time: a method that changes or reads the engine's state
+    (``step``, ``reset``, ``set_scene``, ``assign_maps``, ``get_state``, ``set_state``, the signal and
+    agent accessors) called while another thread is inside one raises ``RuntimeError`` at once
+    instead of racing it (the step releases the GIL). Give each thread its own engine.
     """
 
     cdef readonly object config, obs_layout, road_maps, world_map
@@ -98,17 +104,17 @@ cdef class Engine:
     cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, init_mode, goal_behavior
     cdef int n_min, n_max, tries, randomize_kin
     cdef double p_random, v0_lo, v0_hi, goal_lo, goal_hi, goal_fwd, clearance, kin_lo, kin_hi
+    cdef bint _busy                          # a thread is inside a state method (see _enter)
 
     def __cinit__(self):
         self.agents = NULL
         self.rngs = NULL
         self.wmap = NULL
         self._buffers = None
+        self._busy = False
 
-    def __init__(self, config, road_maps, tables, world_map=None, int num_threads=1):
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-        self.num_threads = num_threads
+    def __init__(self, config, road_maps, tables, world_map=None, num_threads=1):
+        self.num_threads = check_num_threads(num_threads)
         self.config = config
         W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
@@ -191,24 +197,45 @@ cdef class Engine:
         self._sig = None
         self._ensure_signal_capacity()
 
+    cdef int _enter(self) except -1:
+        """Mark the engine busy, or raise if another thread is inside it. Runs with the GIL held and
+        calls no Python code between the test and the set, so two threads cannot both pass."""
+        if self._busy:
+            raise RuntimeError("Engine is being used by another thread: one engine serves one thread at a "
+                               "time (give each thread its own engine, or serialize the calls)")
+        self._busy = True
+        return 0
+
     cdef _ensure_signal_capacity(self):
         """Per-world signal arrays sized for the largest map in use (signal_store.pxi)."""
         _grow_signal_store(self)
 
     def signal_states(self, int world):
         """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
-        n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_heads
-        return self._sig["head"][world, :n].copy()
+        self._enter()
+        try:
+            n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_heads
+            return self._sig["head"][world, :n].copy()
+        finally:
+            self._busy = False
 
     def stop_line_states(self, int world):
         """Each stop line's state (0 red, 1 yellow, 2 green, 3 no signal), uint8 ``[S]``."""
-        n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_stop_lines
-        return self._sig["sl"][world, :n].copy()
+        self._enter()
+        try:
+            n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_stop_lines
+            return self._sig["sl"][world, :n].copy()
+        finally:
+            self._busy = False
 
     def set_stop_line_state(self, int world, int stop_line, int state, double hold):
         """Script one stop line under the Christmas controller: show ``state`` (0 red, 1 yellow,
         2 green) for ``hold`` seconds, then resume cycling. For tests and scripted scenarios."""
-        _set_stop_line_state(self, world, stop_line, state, hold)
+        self._enter()
+        try:
+            _set_stop_line_state(self, world, stop_line, state, hold)
+        finally:
+            self._busy = False
 
     def __dealloc__(self):
         free(self.rngs)
@@ -367,32 +394,44 @@ cdef class Engine:
                          for i in range(self.n_long[c] * self.n_lat[c])])
 
     def reset(self, world_ids=None, seeds=None):
-        """Reset the named worlds (all when None) with the given integer seeds (default: the world
-        index). Other worlds are untouched."""
+        """Reset the named worlds (all when None) with the given seeds, integers in [0, 2**64)
+        (default: the world index). Other worlds are untouched. Bad ids or seeds raise before any
+        world changes. Interruptible: a pending KeyboardInterrupt (Ctrl-C) is raised between worlds;
+        the worlds reset until then are reset, the others untouched."""
+        self._enter()
+        try:
+            return self._reset(world_ids, seeds)
+        finally:
+            self._busy = False
+
+    cdef _reset(self, world_ids, seeds):
         W = self.num_worlds
         ids = np.arange(W) if world_ids is None else np.atleast_1d(np.asarray(world_ids))
         if ids.dtype.kind not in "iu" or ids.ndim != 1:
             raise ValueError(f"world_ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= W):
             raise ValueError(f"world_ids must lie in [0, {W}), got {ids.tolist()}")
-        if seeds is None:
-            sd = ids.astype(np.uint64)
-        else:
-            sd = np.atleast_1d(np.asarray(seeds))
-            if sd.dtype.kind not in "iu" or sd.shape != ids.shape:
-                raise ValueError(f"seeds must be {ids.shape[0]} integers, got {sd.dtype} {sd.shape}")
-            sd = sd.astype(np.int64).astype(np.uint64)
+        sd = ids.astype(np.uint64) if seeds is None else check_seeds(seeds, ids.shape[0])
         cdef long long[::1] idv = np.ascontiguousarray(ids, np.int64)
         cdef unsigned long long[::1] sv = np.ascontiguousarray(sd, np.uint64)
         cdef Py_ssize_t k, n = idv.shape[0]
-        with nogil:
-            for k in range(n):
+        for k in range(n):
+            with nogil:
                 _reset_world(self, idv[k], sv[k])
+            if k + 1 < n:
+                PyErr_CheckSignals()  # between worlds, with the GIL: Ctrl-C stops a long reset
 
     def step(self, actions=None):
         """Advance every world by dt. ``actions`` (optional): int ``[W*K]`` copied into the actions
         buffer; otherwise the buffer as it stands is used. Raises ValueError before any state
         changes on a wrong shape or dtype or an index outside a live slot's action grid."""
+        self._enter()
+        try:
+            return self._step(actions)
+        finally:
+            self._busy = False
+
+    cdef _step(self, actions):
         a = self.actions if actions is None else np.asarray(actions)
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers (int32), got dtype {a.dtype}")
@@ -422,6 +461,13 @@ cdef class Engine:
     def assign_maps(self, world_ids, road_maps):
         """Put worlds on other maps (``RoadMap`` objects; e.g. drawn from a ``Dataset``) before
         resetting them. Maps no world uses any more are released."""
+        self._enter()
+        try:
+            return self._assign_maps(world_ids, road_maps)
+        finally:
+            self._busy = False
+
+    cdef _assign_maps(self, world_ids, road_maps):
         ids = np.atleast_1d(np.asarray(world_ids, np.int64))
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_worlds):
             raise ValueError(f"world_ids must lie in [0, {self.num_worlds})")
@@ -450,12 +496,20 @@ cdef class Engine:
         """A copy of everything that evolves between resets and steps (agents, per-world random
         generators, step counts, output buffers, signal timers), as a dict of NumPy arrays.
         ``set_state`` on an engine built with the same config and maps continues bit for bit."""
-        return _get_state(self)
+        self._enter()
+        try:
+            return _get_state(self)
+        finally:
+            self._busy = False
 
     def set_state(self, state):
         """Restore a ``get_state`` snapshot in place. The engine must have the same shapes and maps
         (same config); a mismatch raises ValueError naming the entry, before anything changes."""
-        return _set_state(self, state)
+        self._enter()
+        try:
+            return _set_state(self, state)
+        finally:
+            self._busy = False
 
     @property
     def world_steps(self):
@@ -473,7 +527,11 @@ cdef class Engine:
 
     def agent_states(self, int world):
         """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering)."""
-        return _agent_states(self, world)
+        self._enter()
+        try:
+            return _agent_states(self, world)
+        finally:
+            self._busy = False
 
     @property
     def agents(self):
@@ -491,7 +549,7 @@ cdef class Engine:
         v.flags.writeable = False
         return v
 
-    def set_scene(self, int world, agents, int seed=0):
+    def set_scene(self, world, agents, seed=0):
         """Replace world ``world``'s scene with the given agents (for tests and scripted scenarios).
 
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
@@ -499,8 +557,22 @@ cdef class Engine:
         for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
         1 assertive, 2 cautious), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
+        ``seed``: an integer in [0, 2**64) for the world's generator.
+
+        Every spec is checked (keys, types, finite numbers, positive dimensions, ranges, an IDM
+        vehicle on a lane) before the world is cleared: a rejected scene raises TypeError or
+        ValueError naming ``agents[i].key`` and leaves the engine as it was.
         """
-        _set_scene(self, world, agents, seed)
+        if isinstance(world, (bool, np.bool_)) or not isinstance(world, (int, np.integer)):
+            raise TypeError(f"world must be an integer, got {type(world).__name__} {world!r}")
+        if not 0 <= world < self.num_worlds:
+            raise ValueError(f"world must lie in [0, {self.num_worlds}), got {world}")
+        s = check_engine_seed(seed)
+        self._enter()
+        try:
+            _set_scene(self, int(world), agents, s)
+        finally:
+            self._busy = False
 
 
 cdef void* _ptr_mut(a):

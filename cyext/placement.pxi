@@ -5,11 +5,8 @@
 # assignment by a walk over the lane graph. The geometric helpers it uses (points along lanes, goal
 # sampling) live in ``scene.pxd``.
 
-cdef _set_scene(Engine e, int world, agents, int seed):
-    if not 0 <= world < e.num_worlds:
-        raise ValueError(f"world must lie in [0, {e.num_worlds})")
-    if len(agents) > e.max_agents:
-        raise ValueError(f"{len(agents)} agents exceed max_agents_per_world={e.max_agents}")
+cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
+    agents = _checked_scene(e, world, agents)  # scene_checks.pxi: raises before the world is cleared
     cdef Agent* a
     cdef Py_ssize_t i, k, base = world * e.max_agents, slot = 0, r
     cdef int c

@@ -8,6 +8,9 @@
     terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
     terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
     terrazero eval runs/quick --episodes 100 [--deterministic] [--json eval.json]   evaluate a checkpoint
+
+Bad input (an option out of range, a ``--set`` value of the wrong type, a missing or corrupt file)
+ends the command with one line on stderr naming the setting and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
-from .train_options import add_train_arguments
+from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float
 
 __all__ = ["main"]
 
@@ -85,8 +88,7 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
     from .config_io import load_config
     from .render import RolloutRecorder
 
-    overrides = dict(kv.split("=", 1) for kv in args.set)
-    cfg = load_config(args.preset, **{k: _yaml_value(v) for k, v in overrides.items()}).with_overrides(num_worlds=1)
+    cfg = load_config(args.preset, **_set_overrides(args.set)).with_overrides(num_worlds=1)
     engine = core.Engine(cfg)
     engine.reset([0], [args.seed])
     rec = RolloutRecorder(engine, 0, zoom=args.zoom, dpi=args.dpi)
@@ -119,8 +121,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     from terrazero_env.agents.evaluate import evaluate, format_table, load_checkpoint, resolve_run
 
-    if args.episodes < 1:
-        raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
@@ -154,6 +154,25 @@ def _yaml_value(text: str):
     return safe_yaml.load(text, "--set value")
 
 
+def _set_overrides(pairs: Sequence[str]) -> dict[str, object]:
+    """``--set KEY=VALUE`` options as config overrides (values read as YAML)."""
+    out: dict[str, object] = {}
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
+        out[key.strip()] = _yaml_value(value)
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line (``terrazero train: error: argument --seed: ...``)
+    and exit status 2; ``--help`` prints the usage as usual."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 class _VersionAction(argparse.Action):
     """``--version``: build facts are read only when asked for (argparse's own action formats eagerly)."""
 
@@ -169,7 +188,7 @@ class _VersionAction(argparse.Action):
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="terrazero", description="TerraZero driving simulator tools")
+    p = _Parser(prog="terrazero", description="TerraZero driving simulator tools")
     p.add_argument("--version", action=_VersionAction,
                    help="print the version and how the engine was built (compiler, OpenMP, debug), then exit")
     sub = p.add_subparsers(dest="group", required=True)
@@ -186,7 +205,7 @@ def make_parser() -> argparse.ArgumentParser:
     r = ms.add_parser("render", help="draw a map to an image")
     r.add_argument("file", help="a map source or a bundled map name")
     r.add_argument("-o", "--output", required=True)
-    r.add_argument("--dpi", type=int, default=150)
+    r.add_argument("--dpi", type=int, default=150, help="an integer in [10, 600]")
     r.set_defaults(func=_cmd_render)
     ls = ms.add_parser("list", help="list bundled maps")
     ls.set_defaults(func=_cmd_list)
@@ -199,13 +218,14 @@ def make_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=_cmd_regenerate)
     rr = sub.add_parser("render", help="record a rollout of one world to a video or GIF")
     rr.add_argument("--preset", default="quick")
-    rr.add_argument("--steps", type=int, default=200)
-    rr.add_argument("--seed", type=int, default=0)
+    rr.add_argument("--steps", type=int_in(0, 10**6), default=200)
+    rr.add_argument("--seed", type=SEED, default=0, help="an integer in [0, 2**64)")
     rr.add_argument("--policy", choices=["hold", "random"], default="hold",
                     help="hold: keep speed and curvature; random: uniform actions")
-    rr.add_argument("--zoom", type=float, default=None, help="half-width (m) of a window on the first controlled agent")
-    rr.add_argument("--dpi", type=int, default=80)
-    rr.add_argument("--fps", type=int, default=10)
+    rr.add_argument("--zoom", type=positive_float(), default=None,
+                    help="half-width (m) of a window on the first controlled agent")
+    rr.add_argument("--dpi", type=int_in(1, 10**6), default=80)
+    rr.add_argument("--fps", type=int_in(1, 1000), default=10)
     rr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="dotted config override, e.g. --set init.num_agents=[10,20]")
     rr.add_argument("-o", "--output", required=True, help=".mp4 (needs imageio-ffmpeg) or .gif")
@@ -216,23 +236,23 @@ def make_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95% CIs")
     ev.add_argument("checkpoint", help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
                          "or a checkpoint folder holding model.zip")
-    ev.add_argument("--episodes", type=int, default=100, help="completed episodes (one per agent slot and world reset)")
+    ev.add_argument("--episodes", type=int_in(1, 10**7), default=100, help="completed episodes (one per agent slot and world reset)")
     ev.add_argument("--preset", default=None,
                     help="preset name or config YAML (default: config.yaml beside the checkpoint or one folder up)")
     ev.add_argument("--maps", nargs="+", default=None, metavar="MAP", help="maps to evaluate on (default: the config's)")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=SEED, default=0, help="an integer in [0, 2**64)")
     ev.add_argument("--deterministic", action="store_true", help="take the most likely action instead of sampling")
     ev.add_argument("--video", default=None, metavar="OUT",
                     help="record world 0 over the first round: .gif, or .mp4 (needs imageio-ffmpeg)")
-    ev.add_argument("--video-dpi", type=int, default=80, help="video resolution")
-    ev.add_argument("--video-zoom", type=float, default=None, metavar="M",
+    ev.add_argument("--video-dpi", type=int_in(1, 10**6), default=80, help="video resolution")
+    ev.add_argument("--video-zoom", type=positive_float(), default=None, metavar="M",
                     help="half-width (m) of a window that follows the first controlled agent (default: whole map)")
     ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
     ev.add_argument("--trust-pickle", action="store_true",
                     help="allow a checkpoint zip that needs unpickling (any SB3 zip not written by terrazero); "
                          "unpickling runs code from the file: only for files you trust")
     ev.add_argument("--device", default="cpu")
-    ev.add_argument("--torch-threads", type=int, default=None)
+    ev.add_argument("--torch-threads", type=THREADS, default=None)
     ev.set_defaults(func=_cmd_eval)
     return p
 
@@ -241,8 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (MapValidationError, TerrabinError, FileNotFoundError, ValueError) as e:
-        print(f"terrazero: error: {e}", file=sys.stderr)
+    except (MapValidationError, TerrabinError, OSError, ValueError, TypeError, OverflowError, KeyError) as e:
+        # Bad input, not a bug: one line naming the problem (messages already name the setting).
+        text = " ".join(str(e).split()) or type(e).__name__
+        print(f"terrazero: error: {text}", file=sys.stderr)
         return 2
 
 

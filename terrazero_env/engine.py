@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _engine
 from .config import REWARD_PARAMS, EngineConfig
-from .maps import Dataset, MapData, build
+from .maps import Dataset, MapData, build, validate_built
 from .maps.conflicts import lane_conflicts
 from .maps.signal_plan import signal_plan
 from .maps.sources import load_built
@@ -33,8 +33,8 @@ __all__ = [
     "ENTITY_WIDTHS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
-    "engine_tables", "footprint_offroad", "obb_overlap_batch", "points_in_polygon", "road_map",
-    "segments_intersect_batch",
+    "check_num_threads", "check_seeds", "engine_tables", "footprint_offroad", "max_threads", "obb_overlap_batch",
+    "points_in_polygon", "road_map", "segments_intersect_batch",
 ]
 
 # The vocabulary (see cyext/vocabulary.pxi) and the kernels, under their engine names.
@@ -65,6 +65,10 @@ footprint_offroad = _engine.footprint_offroad
 obb_overlap_batch = _engine.obb_overlap_batch
 points_in_polygon = _engine.points_in_polygon
 segments_intersect_batch = _engine.segments_intersect_batch
+# Entry-point checks shared with the worker-process engine (cyext/scene_checks.pxi).
+check_num_threads = _engine.check_num_threads
+check_seeds = _engine.check_seeds
+max_threads = _engine.max_threads
 
 if REWARD_PARAMS != _engine.REWARD_PARAMS:  # the config may be older or newer than the compiled engine
     raise ImportError(f"terrazero_env.config.REWARD_PARAMS {REWARD_PARAMS} differ from the compiled engine's "
@@ -73,7 +77,9 @@ if REWARD_PARAMS != _engine.REWARD_PARAMS:  # the config may be older or newer t
 
 class RoadMap(_engine.RoadMap):
     """A built map indexed for simulation (see ``_engine.RoadMap``), with its signal plan and lane
-    conflicts computed here. ``map_data``: a built :class:`~terrazero_env.maps.MapData`;
+    conflicts computed here. ``map_data``: a built :class:`~terrazero_env.maps.MapData`, checked with
+    :func:`~terrazero_env.maps.validate_built` first (the checks of ``terrazero maps build``: the
+    engine's loops trust every index), so a bad map raises ``MapValidationError`` naming the field;
     ``index_options``: ``cell_size``, ``obs_radius``, ``obs_segment_length``, ``obs_cell_size``,
     ``obs_max_candidates``."""
 
@@ -81,6 +87,7 @@ class RoadMap(_engine.RoadMap):
         if not isinstance(map_data, MapData):
             raise TypeError(f"RoadMap needs a built MapData, got {type(map_data).__name__}; "
                             f"use road_map() for a path or a bundled map name")
+        validate_built(map_data)
         super().__init__(map_data, signal_plan(map_data), lane_conflicts(map_data), **index_options)
 
     @classmethod

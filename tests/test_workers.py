@@ -171,7 +171,7 @@ def test_a_worker_exception_is_raised_in_the_parent_with_its_message():
     cfg = _config(3)
     with MultiProcessEngine(cfg, 2) as eng:
         eng.reset()
-        with pytest.raises(ValueError, match="agents\\[0\\]: unknown agent type 99") as info:
+        with pytest.raises(ValueError, match="agents\\[0\\]\\.cls: unknown agent type 99") as info:
             eng.set_scene(2, [{"cls": 99, "x": 0.0, "y": 0.0, "heading": 0.0}])
         assert isinstance(info.value.__cause__, WorkerTraceback)
         assert "worker 1 (worlds 1..2)" in str(info.value.__cause__)

@@ -3,7 +3,8 @@
 This module owns: the keyword check of the env constructors (a name that is no config setting raises
 ``TypeError``, as any Python callable does), Gymnasium's seed rule (``None`` or a non-negative integer
 below 2**64, never a float, string or bool, so no two seeds alias one episode), the integer action check
-of the single-agent and PettingZoo envs (no silent wrap to int32), the "env is closed" error that
+of the single-agent and PettingZoo envs (no silent wrap to int32), the bound on ``max_reset_tries``
+(each try is a full placement of a world, so a huge count is a hang, not a retry policy), the "env is closed" error that
 replaces the engine when an env is closed, and the pickling of the compiled ``Engine`` (registered
 with :mod:`copyreg`, built on ``Engine.get_state``/``set_state``), which makes ``copy.deepcopy`` and
 ``pickle`` of every env a copy with the same future: the copy steps to the same observations and
@@ -23,11 +24,13 @@ from .. import _engine
 from .. import engine as core
 from ..config import EngineConfig
 
-__all__ = ["EnvClosedError", "MAX_SEED", "check_action", "check_overrides", "check_seed", "closed_engine",
-           "require_open"]
+__all__ = ["EnvClosedError", "MAX_RESET_TRIES", "MAX_SEED", "check_action", "check_overrides", "check_reset_tries",
+           "check_seed", "closed_engine", "require_open"]
 
 #: Seeds are unsigned 64-bit integers: the engine's per-world generators take nothing wider.
 MAX_SEED = 2**64 - 1
+#: Most redraws of a scene without a controlled agent before ``reset`` gives up (ours).
+MAX_RESET_TRIES = 10_000
 
 
 class EnvClosedError(RuntimeError):
@@ -77,6 +80,16 @@ def check_seed(seed: Any, where: str = "seed") -> int | None:
     if not 0 <= s <= MAX_SEED:
         raise ValueError(f"{where} must be a non-negative integer below 2**64, got {s}")
     return s
+
+
+def check_reset_tries(tries: Any) -> int:
+    """``max_reset_tries`` as an int in [1, MAX_RESET_TRIES]; a float, bool or other type raises
+    ``TypeError``, an integer out of range ``ValueError``, both naming the argument."""
+    if isinstance(tries, (bool, np.bool_)) or not isinstance(tries, (int, np.integer)):
+        raise TypeError(f"max_reset_tries must be an integer, got {type(tries).__name__} {tries!r}")
+    if not 1 <= int(tries) <= MAX_RESET_TRIES:
+        raise ValueError(f"max_reset_tries must lie in [1, {MAX_RESET_TRIES}], got {int(tries)}")
+    return int(tries)
 
 
 # -------------------------------------------------------------------------------------- actions

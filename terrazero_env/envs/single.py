@@ -19,7 +19,7 @@ import numpy as np
 from .. import engine as core
 from ..config import EngineConfig
 from ..config_io import load_config
-from .conventions import check_action, check_overrides, check_seed, closed_engine, require_open
+from .conventions import check_action, check_overrides, check_reset_tries, check_seed, closed_engine, require_open
 from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["DriveEnv"]
@@ -33,6 +33,7 @@ class DriveEnv(gym.Env):
     def __init__(self, preset: str | EngineConfig | None = "quick", render_mode: str | None = None,
                  max_reset_tries: int = 16, **overrides: Any):
         check_overrides(type(self).__name__, overrides)
+        max_reset_tries = check_reset_tries(max_reset_tries)
         cfg = load_config(preset, **overrides)
         # One world with one controlled slot: the first controlled-class agent placed is the ego.
         self.config = cfg.with_overrides(num_worlds=1, slots_per_world=1,

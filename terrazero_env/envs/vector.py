@@ -134,8 +134,9 @@ class TerraZeroVectorEnv(VectorEnv):
         ids = np.asarray(world_ids, np.int64).reshape(-1)
         if seeds is None:
             seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64)
-        self._draw_maps(ids, np.asarray(seeds).astype(np.int64))
-        self.engine.reset(ids, np.asarray(seeds).astype(np.int64))
+        seeds = core.check_seeds(seeds, ids.shape[0])  # uint64, none negative
+        self._draw_maps(ids, seeds.astype(np.int64))
+        self.engine.reset(ids, seeds)
         self._pending[ids] = False
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
@@ -173,7 +174,7 @@ class TerraZeroVectorEnv(VectorEnv):
         elif world_seeds is None:
             world_seeds = self.np_random.integers(0, 2**63 - 1, ids.shape[0], dtype=np.int64).astype(np.uint64)
         self._draw_maps(ids, world_seeds.astype(np.int64))
-        self.engine.reset(ids, world_seeds.astype(np.int64))
+        self.engine.reset(ids, world_seeds)
         self._pending[ids] = False
         self._valid = self.engine.valid.copy()
         return self.engine.observations, {"valid": self._valid.copy()}

@@ -266,8 +266,7 @@ class MultiProcessEngine:
         W, K = config.num_worlds, config.slots_per_world
         if not (isinstance(num_workers, (int, np.integer)) and 1 <= num_workers <= W):
             raise ValueError(f"num_workers must be an integer in [1, num_worlds={W}], got {num_workers!r}")
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        core.check_num_threads(num_threads)
         if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < float("inf")):
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
@@ -430,8 +429,8 @@ class MultiProcessEngine:
 
     def reset(self, world_ids: np.ndarray | Sequence[int] | None = None,
               seeds: np.ndarray | Sequence[int] | None = None) -> None:
-        """Reset the named worlds (all when None) with the given integer seeds (default: the world
-        index). Other worlds are untouched."""
+        """Reset the named worlds (all when None) with the given seeds, integers in [0, 2**64)
+        (default: the world index). Other worlds are untouched; bad ids or seeds raise first."""
         W = self.num_worlds
         ids = np.arange(W) if world_ids is None else np.atleast_1d(np.asarray(world_ids))
         if ids.dtype.kind not in "iu" or ids.ndim != 1:
@@ -441,10 +440,7 @@ class MultiProcessEngine:
         if seeds is None:
             sd = ids.astype(np.uint64)
         else:
-            sd = np.atleast_1d(np.asarray(seeds))
-            if sd.dtype.kind not in "iu" or sd.shape != ids.shape:
-                raise ValueError(f"seeds must be {ids.shape[0]} integers, got {sd.dtype} {sd.shape}")
-            sd = sd.astype(np.int64).astype(np.uint64)
+            sd = core.check_seeds(seeds, ids.shape[0])
         ids = ids.astype(np.int64)
         owner = np.searchsorted(self.worker_bounds, ids, side="right") - 1
         messages = {}
