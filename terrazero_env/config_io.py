@@ -164,7 +164,8 @@ def _setting(v: Any, where: str) -> Any:
         return None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return (float(v), float(v))
-    if isinstance(v, (list, tuple)) and len(v) == 2:
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
         return (float(v[0]), float(v[1]))
     raise ValueError(f"{where}: a number, [min, max] or null, got {v!r}")
 

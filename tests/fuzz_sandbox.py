@@ -115,13 +115,34 @@ def probe_seed(seed: Any) -> str:
     return "ran"
 
 
+def probe_scene(agents: Any) -> str:
+    """A scripted scene on a fresh engine: accepted and stepped, or refused with the engine's state
+    byte-identical (a half-applied scene is reported as an AssertionError, i.e. unexpected)."""
+    from terrazero_env import load_config
+    from terrazero_env.engine import Engine
+
+    engine = Engine(load_config("quick", num_worlds=1, max_agents_per_world=8, slots_per_world=4))
+    engine.reset()
+    before = {k: np.ascontiguousarray(v).tobytes() for k, v in engine.get_state().items()}
+    try:
+        engine.set_scene(0, agents)
+    except EXPECTED:
+        after = {k: np.ascontiguousarray(v).tobytes() for k, v in engine.get_state().items()}
+        if after != before:
+            raise AssertionError("a rejected scene changed the engine's state") from None
+        raise
+    for _ in range(5):
+        engine.step()
+    return "ran"
+
+
 def probe_abort(_: Any) -> str:
     """Dies like a segfaulting engine would: the harness's own test uses it."""
     os.abort()
 
 
 PROBES = {f.__name__: f for f in (probe_tzb, probe_json_map, probe_config, probe_actions, probe_vector_actions,
-                                  probe_seed, probe_abort)}
+                                  probe_seed, probe_scene, probe_abort)}
 
 
 def _read(stream: Any) -> Any:

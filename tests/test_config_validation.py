@@ -257,3 +257,13 @@ def test_every_config_field_has_a_docstring_naming_its_source():
                 if not any(w in str(doc).lower() for w in sources):
                     undocumented.append(f"{node.name}.{st.target.id}")
     assert not undocumented, f"fields without a docstring naming a paper source or 'ours': {undocumented}"
+
+
+@pytest.mark.parametrize("value", [[0, ""], [0, True], ["1", 2], [0, None]])
+def test_a_reward_override_with_a_non_number_names_the_parameter(value):
+    """Property: a dotted reward override whose range holds a string, bool or null is refused naming
+    ``rewards.<name>`` (found by the slow fuzz tier: it was numpy's "could not convert string")."""
+    from terrazero_env.config_io import load_config
+
+    with pytest.raises(ValueError, match=r"rewards\.collision: a number, \[min, max\] or null"):
+        load_config("quick", **{"rewards.collision": value})

@@ -1,5 +1,5 @@
 """Property-based fuzzing of every input a user or a shared file controls: .tzb files (mutated under
-valid checksums), JSON maps, config overrides, actions and seeds.
+valid checksums), JSON maps, config overrides, actions, seeds and scripted scenes (``Engine.set_scene``).
 
 The property is the same everywhere: an input is either accepted and runs, or refused with a
 ValueError/TypeError whose message is a sentence; the process never crashes, hangs or raises
@@ -87,6 +87,8 @@ def _names_the_input(probe: str, payload, message: str) -> bool:
         return "action" in low
     if probe == "probe_seed":
         return "seed" in low
+    if probe == "probe_scene":
+        return "agents" in low
     return True  # maps: MapValidationError/TerrabinError messages name the element or the file
 
 
@@ -280,6 +282,33 @@ test_vector_action_is_refused_or_runs, test_vector_action_is_refused_or_runs_man
 seeds = st.one_of(st.integers(-5, 2**70), st.floats(allow_nan=True), st.text(max_size=3), st.booleans(),
                   st.none(), st.sampled_from([np.int64(3), np.uint64(2**64 - 1), np.float64(5.0)]))
 test_seed_is_refused_or_reproduces, test_seed_is_refused_or_reproduces_many = tiers("probe_seed", seeds, 30, 300)
+
+# --------------------------------------------------------------------------------------------------
+# scripted scenes (Engine.set_scene): accepted and stepped, or refused leaving the state as it was
+
+scene_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.floats(-300, 300), st.integers(-3, 8),
+    st.sampled_from([2**40, -(2**63), 10**30]), st.booleans(), st.none(), st.text(max_size=3),
+    st.lists(st.floats(-5, 5), max_size=5), st.lists(st.floats(allow_nan=True), max_size=5),
+    st.dictionaries(st.sampled_from(["collision", "goal_reached", "nope"]), st.floats(allow_nan=True), max_size=2),
+)
+SCENE_KEYS = ["cls", "x", "y", "heading", "z", "speed", "length", "width", "height", "controlled", "idm",
+              "idm_mode", "goal", "goal_hidden", "kin", "rw", "junk"]
+
+
+@st.composite
+def scene_specs(draw) -> list:
+    agents = []
+    for _ in range(draw(st.integers(0, 4))):
+        spec = {"cls": draw(st.integers(0, 4)), "x": draw(st.floats(-100, 100)), "y": draw(st.floats(-100, 100)),
+                "heading": draw(st.floats(-4, 4))}
+        for key in draw(st.lists(st.sampled_from(SCENE_KEYS), max_size=3, unique=True)):
+            spec[key] = draw(scene_values)
+        agents.append(spec)
+    return agents
+
+
+test_scene_is_refused_or_runs, test_scene_is_refused_or_runs_many = tiers("probe_scene", scene_specs(), 40, 400)
 
 
 def test_the_sandbox_reports_a_crash_and_an_unexpected_error_as_findings():
