@@ -235,6 +235,8 @@ def collision_type_batch(const double[:, ::1] agents_a, const double[:, ::1] age
         metric_params_default(&p)
         memset(&a, 0, sizeof(Agent))
         memset(&b, 0, sizeof(Agent))
+        a.lane = -1     # off the lanes: sideways motion is judged across the mean heading
+        b.lane = -1
         for i in range(n):
             a.x, a.y, a.heading, a.length, a.width, a.speed = (agents_a[i, 0], agents_a[i, 1], agents_a[i, 2],
                                                                agents_a[i, 3], agents_a[i, 4], agents_a[i, 5])

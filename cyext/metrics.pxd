@@ -123,12 +123,13 @@ cdef inline int collision_type(const Agent* a, const Agent* b, const MetricParam
     """How ``a`` collided with ``b`` (COLL_* of common.pxd), seen from ``a``; nuPlan's order: a
     stopped ego is never at fault, hitting a stopped agent always is; an agent whose centre lies
     behind ``a`` (more than ``rear_angle`` off its heading) rear-ended it; a side contact between
-    near-parallel agents is the fault of whichever closed the lateral gap faster; otherwise ``a``
+    near-parallel agents is the fault of whichever closed the gap faster across the road (a's lane
+    direction; the mean heading off the lanes); otherwise ``a``
     is at fault when its front edge is in the contact (head-on, rear-ending, driving into a side)
     and was hit on its side when not."""
     cdef double c = cos(a.heading), s = sin(a.heading), dx = b.x - a.x, dy = b.y - a.y
     cdef double lx = dx * c + dy * s, ly = -dx * s + dy * c
-    cdef double avx, avy, bvx, bvy, side, mine, theirs, dh
+    cdef double avx, avy, bvx, bvy, side, mine, theirs, dh, fh, nx, ny
     if fabs(a.speed) < p.stopped_speed and fabs(a.v_lat) < p.stopped_speed:
         return COLL_STOPPED_EGO
     if fabs(b.speed) < p.stopped_speed and fabs(b.v_lat) < p.stopped_speed:
@@ -137,11 +138,15 @@ cdef inline int collision_type(const Agent* a, const Agent* b, const MetricParam
         return COLL_REAR
     dh = fabs(wrap_angle(b.heading - a.heading))
     if dh < p.parallel_angle and fabs(ly) > 0.5 * a.width and fabs(lx) < 0.5 * (a.length + b.length):
+        # sideways motion is measured across the road: a's lane direction, else the mean heading
+        fh = a.heading - a.lane_heading_res if a.lane >= 0 else a.heading + 0.5 * wrap_angle(b.heading - a.heading)
+        nx = -sin(fh)
+        ny = cos(fh)
         agent_velocity(a, &avx, &avy)
         agent_velocity(b, &bvx, &bvy)
-        side = 1.0 if ly > 0 else -1.0
-        mine = side * (-avx * s + avy * c)          # a's velocity toward b, across a's heading
-        theirs = -side * (-bvx * s + bvy * c)       # b's velocity toward a
+        side = 1.0 if dx * nx + dy * ny > 0 else -1.0
+        mine = side * (avx * nx + avy * ny)         # a's velocity toward b, across the road
+        theirs = -side * (bvx * nx + bvy * ny)      # b's velocity toward a
         return COLL_LATERAL_EGO if mine >= theirs else COLL_LATERAL_OTHER
     # the front edge of a as a thin box, 0.1 m deep, across its full width
     if obb_overlap(a.x + 0.5 * a.length * c, a.y + 0.5 * a.length * s, a.heading, 0.1, a.width,
