@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CLOSED_LOOP_METRICS", "EPISODE_METRICS", "MEANS", "NOT_APPLICABLE", "RATES", "Z95", "closed_loop_metrics",
-           "compare", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
+           "compare", "format_closed_loop", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
            "t_quantile", "wilson_interval"]
 
 #: Two-sided 95% standard normal quantile.
@@ -379,4 +379,20 @@ def format_comparison(rows: dict[str, dict[str, Any]], name_a: str = "A", name_b
     n = next(iter(rows.values()))["n"] if rows else 0
     lines.append(f"{n} paired episodes (same seeds and scenes). *: the interval excludes zero. Not applicable "
                  f"here: {', '.join(NOT_APPLICABLE)} (see terrazero_env.metrics.NOT_APPLICABLE).")
+    return "\n".join(lines)
+
+
+def format_closed_loop(per: dict[str, Any]) -> str:
+    """One policy's closed-loop metrics (``closed_loop_metrics`` output): mean and delete-one jackknife
+    95% interval per metric, then the FAST metrics that do not apply."""
+    info = {k: label for k, label, *_ in CLOSED_LOOP_METRICS}
+    keys = [k for k in info if k in per]
+    label_w = max(len("closed-loop metric"), *(len(info[k]) for k in keys))
+    lines = [f"{'closed-loop metric':<{label_w}}  {'mean':>9}  95% jackknife CI", "-" * (label_w + 36)]
+    for k in keys:
+        m, lo, hi = jackknife_interval(per[k])
+        ci = "n/a" if math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
+        lines.append(f"{info[k]:<{label_w}}  {m:>9.3f}  {ci}")
+    lines.append("score: nuPlan-style closed-loop score (terrazero_env.metrics.closed_loop_metrics). Not applicable: "
+                 + "; ".join(f"{k}: {why}" for k, why in NOT_APPLICABLE.items()))
     return "\n".join(lines)
