@@ -33,7 +33,16 @@ from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.envs.conventions import check_seed
-from terrazero_env.metrics import RATES, format_table, mean_interval, summarize, t_quantile, wilson_interval
+from terrazero_env.metrics import (
+    RATES,
+    closed_loop_metrics,
+    compare,
+    format_table,
+    mean_interval,
+    summarize,
+    t_quantile,
+    wilson_interval,
+)
 
 from .modelzip import PickleRefusedError, load_model
 from .policies import layout_from_env
@@ -41,7 +50,7 @@ from .ppo import PPO
 
 # The interval and table helpers live in the torch-free ``terrazero_env.metrics``; they stay importable
 # from here because ``evaluate`` returns their rows.
-__all__ = ["RATES", "check_compatible", "evaluate", "format_table", "load_checkpoint", "mean_interval", "resolve_run", "summarize",
+__all__ = ["RATES", "check_compatible", "compare_policies", "evaluate", "format_table", "load_checkpoint", "mean_interval", "resolve_run", "summarize",
            "t_quantile", "wilson_interval"]
 
 
@@ -146,14 +155,18 @@ def _check_video_path(path: str | Path) -> Path:
 
 def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 0, deterministic: bool = False,
              *, video: str | Path | None = None, config_name: str = "the config",
-             video_dpi: int = 80, video_fps: int = 10, video_zoom: float | None = None) -> dict[str, Any]:
+             video_dpi: int = 80, video_fps: int = 10, video_zoom: float | None = None,
+             filmstrip: str | Path | None = None, filmstrip_episodes: int = 3) -> dict[str, Any]:
     """Run exactly ``episodes`` completed episodes of ``model`` (anything with SB3's ``predict``) on
     ``config`` and return ``{"rows": {key: row}, "per_episode": {...}, ...}``; a row holds
     ``label``, ``kind`` ("rate" or "mean"), ``value``, ``ci_low``, ``ci_high``, ``n`` and, for rates,
     ``count`` (or ``value`` None and a ``note`` when the engine has no such counter). ``video``: a
     ``.gif`` (or ``.mp4`` with imageio-ffmpeg) of world 0 over the first round, from its reset until its
     last agent's episode ends; ``video_zoom``: half-width (m) of a window that follows the first live
-    controlled agent (None: the whole map). Deterministic in ``seed``."""
+    controlled agent (None: the whole map). ``closed_loop`` holds the per-episode closed-loop metrics
+    (:func:`terrazero_env.metrics.closed_loop_metrics`: the score, its terms and FAST's metrics);
+    ``filmstrip``: a PNG of the ``filmstrip_episodes`` lowest-scoring episodes, 6 frames each.
+    Deterministic in ``seed``."""
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
     seed = check_seed(seed, "seed")  # [0, 2**64): no two seeds alias one evaluation
@@ -172,27 +185,54 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
         devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # sampled actions follow ``seed``; global RNG untouched
             torch.manual_seed(int(seed) % (1 << 63))
+            history: dict[int, list[np.ndarray]] | None = {} if filmstrip is not None else None
             per, rounds, video_out = _rollouts(lambda obs: model.predict(obs, deterministic=deterministic)[0], venv,
-                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom)
+                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom, history)
+        closed = closed_loop_metrics(np.asarray(per["engine_metrics"]), float(cfg.dt),
+                                     goal_reached=per["events"].get("goal_reached"), returns=per["return"])
+        if filmstrip is not None:
+            film = _worst_filmstrip(venv.engine, per, closed["score"], history, filmstrip, filmstrip_episodes)
     finally:
         venv.close()
     result: dict[str, Any] = {"episodes": episodes, "seed": int(seed), "deterministic": bool(deterministic),
                               "maps": list(cfg.maps), "worlds": cfg.num_worlds, "slots_per_world": cfg.slots_per_world,
-                              "rounds": rounds, "rows": summarize(per), "per_episode": per}
+                              "rounds": rounds, "rows": summarize(per), "per_episode": per,
+                              "closed_loop": {k: v.tolist() for k, v in closed.items()}}
+    if filmstrip is not None:
+        result["filmstrip"] = film
     if video_out is not None:
         result["video"] = video_out
     return result
 
 
+def compare_policies(model_a: Any, model_b: Any, config: EngineConfig, episodes: int = 100, seed: int = 0,
+                     deterministic: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """Run ``model_a`` and ``model_b`` on the same episodes (``config`` and ``seed`` fix every world's
+    scene, so episode i of A and of B start identically) and compare their closed-loop metrics pair by
+    pair (:func:`terrazero_env.metrics.compare`: means, A - B and its delete-one jackknife 95% interval).
+    ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``)."""
+    res_a = evaluate(model_a, config, episodes, seed, deterministic, **kwargs)
+    res_b = evaluate(model_b, config, episodes, seed, deterministic,
+                     config_name=kwargs.get("config_name", "the config"))
+    return {"a": res_a, "b": res_b, "comparison": compare(res_a["closed_loop"], res_b["closed_loop"])}
+
+
 def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int, seed: int,
               video_path: Path | None, video_dpi: int, video_fps: int,
-              video_zoom: float | None = None) -> tuple[dict[str, Any], int, str | None]:
+              video_zoom: float | None = None,
+              history: dict[int, list[np.ndarray]] | None = None) -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
-    ``return``; ``length`` in steps), the number of rounds, and the video written (or None)."""
+    ``return``; ``length`` in steps; ``engine_metrics``: the slot's ``Engine.episode_metrics`` row when
+    the episode ended; ``episode_id``: (round, world, agent index)), the number of rounds, and the
+    video written (or None). ``history``, when given, receives every round's ``Engine.agents``
+    snapshots (one per step, for the filmstrip of the worst episodes)."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
     names = list(core.COUNTER_NAMES)
+    n_em = len(core.EPISODE_METRIC_NAMES)
     counters: list[np.ndarray] = []
+    engine_rows: list[np.ndarray] = []
+    episode_ids: list[tuple[int, int, int]] = []
     progress: list[float] = []
     returns: list[float] = []
     lengths: list[int] = []
@@ -223,6 +263,9 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
         ret = np.zeros(n)
         steps = np.zeros(n, np.int64)
         final = np.zeros((n, len(names)), np.int64)
+        final_em = np.zeros((n, n_em), np.float64)
+        if history is not None:
+            frames = [np.array(e.agents)]
         d_end = np.full(n, np.nan)
         if rnd == 0 and video_path is not None:
             from terrazero_env.render import RolloutRecorder
@@ -242,10 +285,13 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             if ended.any():
                 idx = np.nonzero(ended)[0]
                 final[idx] = e.counters[idx]
+                final_em[idx] = e.episode_metrics[idx]
                 d_end[idx] = _goal_distance(e, world[idx], agent[idx])
                 live &= ~ended
             if record:
                 recorder.capture()
+            if history is not None:
+                frames.append(np.array(e.agents))
         else:
             if (live & wanted).any():
                 raise RuntimeError(f"episodes did not end within {horizon + 2} steps (episode_length {horizon})")
@@ -253,8 +299,12 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             video_out = str(recorder.save(video_path, fps=video_fps))
             recorder = None
         goal_col = names.index("goal_reached") if "goal_reached" in names else None
+        if history is not None:
+            history[rnd] = frames
         for r in order:
             counters.append(final[r].copy())
+            engine_rows.append(final_em[r].copy())
+            episode_ids.append((rnd, int(r // K), int(agent[r])))
             reached = goal_col is not None and final[r, goal_col] > 0
             progress.append(1.0 if reached else float(1.0 - d_end[r] / d_start[r]) if d_start[r] > 0 else 0.0)
             returns.append(float(ret[r]))
@@ -263,8 +313,30 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     c = np.array(counters, np.int64).reshape(-1, len(names))
     per = {"events": {name: (c[:, k] > 0).tolist() for k, name in enumerate(names)},
            "counts": {name: c[:, k].tolist() for k, name in enumerate(names)},
-           "progress": progress, "return": returns, "length": lengths}
+           "progress": progress, "return": returns, "length": lengths,
+           "engine_metrics": np.array(engine_rows, np.float64).reshape(-1, n_em).tolist(),
+           "episode_id": [list(t) for t in episode_ids]}
     return per, rnd, video_out
+
+
+def _worst_filmstrip(e: Any, per: dict[str, Any], score: np.ndarray, history: dict[int, list[np.ndarray]],
+                     path: str | Path, count: int) -> str:
+    """Draw the ``count`` lowest-scoring episodes (ties: the earliest) as 6 frames each, centred on the
+    episode's agent, from the recorded ``Engine.agents`` snapshots."""
+    from terrazero_env.eval_plots import filmstrip
+
+    worst = np.argsort(score, kind="stable")[:count]
+    strips = []
+    for i in worst:
+        rnd, w, agent = per["episode_id"][int(i)]
+        snaps = history[rnd]
+        length = max(int(per["length"][int(i)]), 1)
+        steps = np.unique(np.linspace(0, min(length, len(snaps) - 1), 6).round().astype(int))
+        rm = e.road_maps[int(e.world_map[w])]
+        strips.append({"map": rm.map_data, "agent": agent, "steps": steps.tolist(), "dt": float(e.config.dt),
+                       "states": [snaps[t][w] for t in steps],
+                       "title": f"episode {int(i)} (round {rnd}, world {w}): score {float(score[i]):.0f}"})
+    return str(filmstrip(strips, path))
 
 
 def _goal_distance(e: Any, world: np.ndarray, agent: np.ndarray) -> np.ndarray:

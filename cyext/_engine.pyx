@@ -40,6 +40,7 @@ from scene cimport lane_length, lane_point, sample_goal
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_accel
+from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
 
 cnp.import_array()
 
@@ -199,6 +200,51 @@ def wrong_way_batch(heading_residual, speed, on_lane, in_intersection, double ma
             a.speed = c[i, 1]
             o[i] = wrong_way(&m, &a, max_angle)
     return out.reshape(shape)
+
+
+def box_ttc_batch(const double[:, ::1] boxes_a, const double[:, ::1] boxes_b, double horizon):
+    """Time to collision of pairs of boxes moving at constant velocity (``metrics.box_ttc``).
+
+    ``boxes_a``, ``boxes_b``: float64 ``[N, 7]`` rows of (cx, cy, heading, length, width, vx, vy) in
+    metres, radians and m/s. Returns float64 ``[N]``: the first time in [0, ``horizon``] s at which the
+    boxes overlap (0 if they already do), ``inf`` if they do not within the horizon."""
+    if boxes_a.shape[0] != boxes_b.shape[0] or boxes_a.shape[1] != 7 or boxes_b.shape[1] != 7:
+        raise ValueError(f"expected two float64 [N, 7] arrays, got {(boxes_a.shape[0], boxes_a.shape[1])} and "
+                         f"{(boxes_b.shape[0], boxes_b.shape[1])}")
+    cdef Py_ssize_t n = boxes_a.shape[0], i
+    out = np.zeros(n, dtype=np.float64)
+    cdef double[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = box_ttc(boxes_a[i, 0], boxes_a[i, 1], boxes_a[i, 2], boxes_a[i, 3], boxes_a[i, 4], boxes_a[i, 5],
+                           boxes_a[i, 6], boxes_b[i, 0], boxes_b[i, 1], boxes_b[i, 2], boxes_b[i, 3], boxes_b[i, 4],
+                           boxes_b[i, 5], boxes_b[i, 6], horizon)
+    return out
+
+
+def collision_type_batch(const double[:, ::1] agents_a, const double[:, ::1] agents_b):
+    """How agent ``a`` of each colliding pair collided with ``b`` (``metrics.collision_type``; codes
+    index ``COLLISION_TYPES``). Rows: float64 ``[N, 6]`` of (x, y, heading, length, width, speed)."""
+    if agents_a.shape[0] != agents_b.shape[0] or agents_a.shape[1] != 6 or agents_b.shape[1] != 6:
+        raise ValueError("expected two float64 [N, 6] arrays of (x, y, heading, length, width, speed)")
+    cdef Py_ssize_t n = agents_a.shape[0], i
+    cdef Agent a, b
+    cdef MetricParams p
+    out = np.zeros(n, dtype=np.int32)
+    cdef int[::1] o = out
+    with nogil:
+        metric_params_default(&p)
+        memset(&a, 0, sizeof(Agent))
+        memset(&b, 0, sizeof(Agent))
+        a.lane = -1     # off the lanes: sideways motion is judged across the mean heading
+        b.lane = -1
+        for i in range(n):
+            a.x, a.y, a.heading, a.length, a.width, a.speed = (agents_a[i, 0], agents_a[i, 1], agents_a[i, 2],
+                                                               agents_a[i, 3], agents_a[i, 4], agents_a[i, 5])
+            b.x, b.y, b.heading, b.length, b.width, b.speed = (agents_b[i, 0], agents_b[i, 1], agents_b[i, 2],
+                                                               agents_b[i, 3], agents_b[i, 4], agents_b[i, 5])
+            o[i] = collision_type(&a, &b, &p)
+    return out
 
 
 include "vocabulary.pxi"

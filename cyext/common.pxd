@@ -69,6 +69,59 @@ cdef enum:
     CNT_RED_LIGHT = 6
     N_COUNTERS = 7
 
+# Per-episode driving metrics of a controlled slot (columns of Engine.episode_metrics; metrics.pxd
+# owns their update, terrazero_env.metrics their meaning and the closed-loop score). Counts are
+# events or steps, distances metres, times seconds, speeds m/s; the last three columns are the
+# running state the update needs (contact last step, heading and yaw rate last step).
+cdef enum:
+    EM_STEPS = 0
+    EM_COLLISIONS = 1
+    EM_AT_FAULT_COLLISIONS = 2
+    EM_MAX_IMPACT_SPEED = 3
+    EM_MIN_TTC = 4
+    EM_TTC_STEPS = 5
+    EM_MIN_GAP = 6
+    EM_MIN_LEAD_HEADWAY = 7
+    EM_OFFROAD_STEPS = 8
+    EM_WRONG_WAY_DIST = 9
+    EM_OVERSPEED = 10
+    EM_SPEEDING_STEPS = 11
+    EM_SPEED_SUM = 12
+    EM_LIMIT_SUM = 13
+    EM_PROGRESS = 14
+    EM_REF_PROGRESS = 15
+    EM_DISTANCE = 16
+    EM_STALL_TIME = 17
+    EM_HARD_BRAKES = 18
+    EM_HARD_ACCELS = 19
+    EM_MAX_LON_ACCEL = 20
+    EM_MIN_LON_ACCEL = 21
+    EM_MAX_LAT_ACCEL = 22
+    EM_MAX_LON_JERK = 23
+    EM_MAX_JERK = 24
+    EM_MAX_YAW_RATE = 25
+    EM_MAX_YAW_ACCEL = 26
+    EM_COMFORT_STEPS = 27
+    EM_RED_LIGHTS = 28
+    EM_STOP_SIGNS = 29
+    EM_YELLOW_ENTRIES = 30
+    EM_IN_CONTACT = 31
+    EM_PREV_HEADING = 32
+    EM_PREV_YAW_RATE = 33
+    N_EPISODE_METRICS = 34
+
+# How a controlled agent's collision happened (metrics.collision_type; nuPlan's collision types, with
+# the lateral case split by who moved sideways). At fault: STOPPED_OTHER, FRONT, LATERAL_EGO.
+cdef enum:
+    COLL_STOPPED_EGO = 0
+    COLL_STOPPED_OTHER = 1
+    COLL_REAR = 2
+    COLL_FRONT = 3
+    COLL_LATERAL_EGO = 4
+    COLL_LATERAL_OTHER = 5
+    COLL_SIDE_HIT = 6
+    N_COLLISION_TYPES = 7
+
 # Signal states (per head and, aggregated, per stop line).
 cdef enum:
     SIG_RED = 0

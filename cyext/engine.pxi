@@ -20,6 +20,8 @@ cdef class Engine:
     * ``rewards`` float32, ``terminated``/``truncated``/``valid`` bool ``[W*K]``
     * ``agent_type`` int32 ``[W*K]`` (``AgentType``, -1 for an empty slot)
     * ``counters`` int32 ``[W*K, len(COUNTER_NAMES)]``, cumulative since the world's reset.
+    * ``episode_metrics`` float32 ``[W*K, len(EPISODE_METRIC_NAMES)]``: per-episode driving metrics
+      since the world's reset (metrics.pxd; meanings in ``terrazero_env.metrics``).
 
     ``valid[i]`` is True when slot i held a live controlled agent at the start of the last step (or
     after the last reset): its reward, flags and observation are meaningful. A slot whose agent
@@ -45,6 +47,7 @@ cdef class Engine:
 
     cdef readonly object config, obs_layout, road_maps, world_map
     cdef readonly object observations, actions, rewards, terminated, truncated, valid, agent_type, counters
+    cdef readonly object episode_metrics
     cdef readonly object slot_agent
     cdef readonly int num_worlds, slots_per_world, max_agents, num_threads
     cdef object _buffers, _slot_nact, _tables, _agent_store
@@ -69,6 +72,8 @@ cdef class Engine:
     cdef unsigned char* valid_p
     cdef int* atype
     cdef int* cnt
+    cdef float* em
+    cdef MetricParams metp
     cdef float* obs_f
     cdef uint16_t* obs_h
     cdef Py_ssize_t obs_dim
@@ -156,6 +161,7 @@ cdef class Engine:
             "valid": np.zeros(W * K, np.bool_),
             "agent_type": np.full(W * K, -1, np.int32),
             "counters": np.zeros((W * K, N_COUNTERS), np.int32),
+            "episode_metrics": np.zeros((W * K, N_EPISODE_METRICS), np.float32),
             "slot_agent": np.full(W * K, -1, np.int32),
             "slot_nact": np.zeros(W * K, np.int32),
             "t": np.zeros(W, np.int32),
@@ -182,6 +188,9 @@ cdef class Engine:
         self.valid_p = <unsigned char*>_ptr_mut(b["valid"])
         self.atype = <int*>_ptr_mut(b["agent_type"])
         self.cnt = <int*>_ptr_mut(b["counters"])
+        self.episode_metrics = b["episode_metrics"]
+        self.em = <float*>_ptr_mut(b["episode_metrics"])
+        metric_params_default(&self.metp)
         self.slot_of = <int*>_ptr_mut(b["slot_agent"])
         self.t = <int*>_ptr_mut(b["t"])
         self.n_agents = <int*>_ptr_mut(b["n_agents"])

@@ -107,6 +107,7 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
         e.prev_nr[r] = 0
         e.prev_nt[r] = 0
         memset(&e.cnt[r * N_COUNTERS], 0, N_COUNTERS * sizeof(int))
+        memset(&e.em[r * N_EPISODE_METRICS], 0, N_EPISODE_METRICS * sizeof(float))
     if e.obs_f != NULL:
         memset(&e.obs_f[w * K * e.obs_dim], 0, K * e.obs_dim * sizeof(float))
     else:

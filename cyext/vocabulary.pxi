@@ -69,6 +69,29 @@ KINEMATIC_PARAMS = _ordered("kinematic parameters", (
 COUNTER_NAMES = _ordered("counters", (
     (CNT_COLLISION, "collision"), (CNT_OFFROAD, "offroad"), (CNT_WRONG_WAY, "wrong_way"), (CNT_GOAL, "goal_reached"),
     (CNT_COMFORT, "comfort_violations"), (CNT_STOP_LINE, "stop_line"), (CNT_RED_LIGHT, "red_light")), N_COUNTERS)
+#: Columns of ``Engine.episode_metrics`` (metrics.pxd; meanings in ``terrazero_env.metrics``).
+EPISODE_METRIC_NAMES = _ordered("episode metrics", (
+    (EM_STEPS, "steps"), (EM_COLLISIONS, "collisions"), (EM_AT_FAULT_COLLISIONS, "at_fault_collisions"),
+    (EM_MAX_IMPACT_SPEED, "max_impact_speed"), (EM_MIN_TTC, "min_ttc"), (EM_TTC_STEPS, "ttc_violation_steps"),
+    (EM_MIN_GAP, "min_gap"), (EM_MIN_LEAD_HEADWAY, "min_lead_headway"), (EM_OFFROAD_STEPS, "offroad_steps"),
+    (EM_WRONG_WAY_DIST, "wrong_way_distance"), (EM_OVERSPEED, "overspeed_integral"),
+    (EM_SPEEDING_STEPS, "speeding_steps"), (EM_SPEED_SUM, "speed_integral"), (EM_LIMIT_SUM, "limit_integral"),
+    (EM_PROGRESS, "progress"), (EM_REF_PROGRESS, "reference_progress"), (EM_DISTANCE, "distance"),
+    (EM_STALL_TIME, "stall_time"), (EM_HARD_BRAKES, "hard_brakes"), (EM_HARD_ACCELS, "hard_accelerations"),
+    (EM_MAX_LON_ACCEL, "max_lon_accel"), (EM_MIN_LON_ACCEL, "min_lon_accel"), (EM_MAX_LAT_ACCEL, "max_abs_lat_accel"),
+    (EM_MAX_LON_JERK, "max_abs_lon_jerk"), (EM_MAX_JERK, "max_jerk"), (EM_MAX_YAW_RATE, "max_abs_yaw_rate"),
+    (EM_MAX_YAW_ACCEL, "max_abs_yaw_accel"), (EM_COMFORT_STEPS, "comfort_steps"), (EM_RED_LIGHTS, "red_lights"),
+    (EM_STOP_SIGNS, "stop_signs"), (EM_YELLOW_ENTRIES, "yellow_entries"), (EM_IN_CONTACT, "in_contact"),
+    (EM_PREV_HEADING, "prev_heading"), (EM_PREV_YAW_RATE, "prev_yaw_rate")), N_EPISODE_METRICS)
+#: How a collision happened, seen from the agent (``collision_type_batch``).
+COLLISION_TYPES = _ordered("collision types", (
+    (COLL_STOPPED_EGO, "STOPPED_EGO"), (COLL_STOPPED_OTHER, "STOPPED_OTHER"), (COLL_REAR, "REAR"),
+    (COLL_FRONT, "FRONT"), (COLL_LATERAL_EGO, "LATERAL_EGO"), (COLL_LATERAL_OTHER, "LATERAL_OTHER"),
+    (COLL_SIDE_HIT, "SIDE_HIT")), N_COLLISION_TYPES)
+#: The thresholds of the engine's episode metrics (metrics.pxd ``metric_params_default``).
+cdef MetricParams _metric_params
+metric_params_default(&_metric_params)
+METRIC_PARAMS = _metric_params
 #: Reward parameters (appendix B, table 8): the columns of the ``reward_lo``/``reward_hi``/``reward_on``
 #: tables and the order of the ego observation's ``alpha_params``.
 REWARD_PARAMS = _ordered("reward parameters", (
@@ -105,5 +128,6 @@ VOCABULARY = {
     "roles": ROLES, "control_types": CONTROL_TYPES, "init_modes": INIT_MODES, "goal_behaviors": GOAL_BEHAVIORS,
     "signal_controllers": SIGNAL_CONTROLLERS, "signal_stages": SIGNAL_STAGES, "signal_states": SIGNAL_STATES,
     "stop_states": STOP_STATES, "road_types": ROAD_TYPES, "kinematic_params": KINEMATIC_PARAMS,
-    "counters": COUNTER_NAMES, "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
+    "counters": COUNTER_NAMES, "episode_metrics": EPISODE_METRIC_NAMES, "collision_types": COLLISION_TYPES,
+    "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
 }

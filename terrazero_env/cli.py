@@ -8,6 +8,7 @@
     terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
     terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
     terrazero eval runs/quick --episodes 100 [--deterministic] [--json eval.json]   evaluate a checkpoint
+    terrazero eval runs/early --vs runs/final [--chart vs.png] [--filmstrip worst.png]   paired comparison
 
 Bad input (an option out of range, a ``--set`` value of the wrong type, a missing or corrupt file)
 ends the command with one line on stderr naming the setting and exit status 2, never a traceback.
@@ -119,26 +120,66 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import torch  # imports torch, like train
 
-    from terrazero_env.agents.evaluate import evaluate, format_table, load_checkpoint, resolve_run
+    from terrazero_env.agents.evaluate import (
+        compare_policies,
+        evaluate,
+        format_table,
+        load_checkpoint,
+        resolve_run,
+    )
 
+    from .metrics import format_closed_loop, format_comparison
+
+    if args.chart is not None and args.vs is None:
+        raise ValueError("--chart draws a --vs comparison: name a second run with --vs")
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
     if args.maps:
         cfg = cfg.with_overrides(maps=tuple(args.maps))
     model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
+    mode = "deterministic" if args.deterministic else "sampled"
+    if args.vs is not None:
+        zip_b, _, _ = resolve_run(args.vs, args.preset)
+        model_b = load_checkpoint(zip_b, device=args.device, trust_pickle=args.trust_pickle)
+        try:
+            out = compare_policies(model, model_b, cfg, episodes=args.episodes, seed=args.seed,
+                                   deterministic=args.deterministic, config_name=f"config {source}",
+                                   filmstrip=args.filmstrip)
+        except RuntimeError as e:
+            raise ValueError(str(e)) from e
+        print(f"A = {zip_path}\nB = {zip_b}\nboth on {', '.join(out['a']['maps'])} (config {source}): "
+              f"{args.episodes} paired episodes, seed {args.seed}, {mode} actions")
+        print(format_comparison(out["comparison"], "A", "B"))
+        if args.chart:
+            from .eval_plots import comparison_chart
+
+            print(f"wrote {comparison_chart(out['comparison'], args.chart, 'A', 'B')}")
+        if "filmstrip" in out["a"]:
+            print(f"wrote {out['a']['filmstrip']} (A's lowest-scoring episodes)")
+        if args.json:
+            from pathlib import Path
+
+            doc = {"a": str(zip_path), "b": str(zip_b), "config": source, "episodes": args.episodes,
+                   "seed": args.seed, "deterministic": args.deterministic, "comparison": out["comparison"],
+                   "closed_loop_a": out["a"]["closed_loop"], "closed_loop_b": out["b"]["closed_loop"]}
+            Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            print(f"wrote {args.json}")
+        return 0
     try:
         result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
-                          video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}")
+                          video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}",
+                          filmstrip=args.filmstrip)
     except RuntimeError as e:
         raise ValueError(str(e)) from e
-    mode = "deterministic" if args.deterministic else "sampled"
     print(f"{zip_path} on {', '.join(result['maps'])} (config {source}): {result['episodes']} episodes, "
           f"seed {result['seed']}, {mode} actions, {result['worlds']} worlds x {result['slots_per_world']} slots "
           f"in {result['rounds']} round(s)")
     print(format_table(result))
-    if "video" in result:
-        print(f"wrote {result['video']}")
+    print(format_closed_loop(result["closed_loop"]))
+    for key in ("video", "filmstrip"):
+        if key in result:
+            print(f"wrote {result[key]}")
     if args.json:
         from pathlib import Path
 
@@ -248,6 +289,12 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video-zoom", type=positive_float(), default=None, metavar="M",
                     help="half-width (m) of a window that follows the first controlled agent (default: whole map)")
     ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
+    ev.add_argument("--vs", default=None, metavar="RUN_B",
+                    help="compare with a second checkpoint on the same seeds and scenes: each metric's means, "
+                         "A - B and its delete-one jackknife 95%% interval (* when it excludes zero)")
+    ev.add_argument("--chart", default=None, metavar="PNG", help="with --vs: bar charts of the metrics with intervals")
+    ev.add_argument("--filmstrip", default=None, metavar="PNG",
+                    help="6 frames of each of the 3 lowest-scoring episodes (of A with --vs)")
     ev.add_argument("--trust-pickle", action="store_true",
                     help="allow a checkpoint zip that needs unpickling (any SB3 zip not written by terrazero); "
                          "unpickling runs code from the file: only for files you trust")

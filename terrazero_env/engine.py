@@ -29,12 +29,12 @@ from .maps.sources import load_built
 from .maps.terrabin import load as load_tzb
 
 __all__ = [
-    "AGENT_CLASSES", "CLASS_PARAMS", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES", "DYNAMICS_MODELS",
-    "ENTITY_WIDTHS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
+    "AGENT_CLASSES", "CLASS_PARAMS", "COLLISION_TYPES", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES",
+    "DYNAMICS_MODELS", "ENTITY_WIDTHS", "EPISODE_METRIC_NAMES", "METRIC_PARAMS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
-    "check_num_threads", "check_seeds", "engine_tables", "footprint_offroad", "max_threads", "obb_overlap_batch",
-    "points_in_polygon", "road_map", "segments_intersect_batch",
+    "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_tables",
+    "footprint_offroad", "max_threads", "obb_overlap_batch", "points_in_polygon", "road_map", "segments_intersect_batch",
 ]
 
 # The vocabulary (see cyext/vocabulary.pxi) and the kernels, under their engine names.
@@ -43,6 +43,9 @@ CLASS_PARAMS = _engine.CLASS_PARAMS
 CONSEQUENCES = _engine.CONSEQUENCES
 CONTROL_TYPES = _engine.CONTROL_TYPES
 COUNTER_NAMES = _engine.COUNTER_NAMES
+EPISODE_METRIC_NAMES = _engine.EPISODE_METRIC_NAMES
+COLLISION_TYPES = _engine.COLLISION_TYPES
+METRIC_PARAMS = _engine.METRIC_PARAMS
 DYNAMICS_MODELS = _engine.DYNAMICS_MODELS
 ENTITY_WIDTHS = _engine.ENTITY_WIDTHS
 GOAL_BEHAVIORS = _engine.GOAL_BEHAVIORS
@@ -61,6 +64,8 @@ VOCABULARY = _engine.VOCABULARY
 ObsLayout = _engine.ObsLayout
 SegmentGrid = _engine.SegmentGrid
 box_corners_batch = _engine.box_corners_batch
+box_ttc_batch = _engine.box_ttc_batch
+collision_type_batch = _engine.collision_type_batch
 footprint_offroad = _engine.footprint_offroad
 obb_overlap_batch = _engine.obb_overlap_batch
 points_in_polygon = _engine.points_in_polygon

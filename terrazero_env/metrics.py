@@ -1,10 +1,13 @@
 """Evaluation statistics without torch: the rate and mean rows of ``terrazero eval``, their 95%
 confidence intervals (Wilson score for rates, Student t for means, with a series t quantile so that
-nothing beyond the standard library and numpy is needed) and the text table that prints them.
+nothing beyond the standard library and numpy is needed), the closed-loop driving metrics derived
+from the engine's per-episode metric rows (``Engine.episode_metrics``: a nuPlan-style score and
+FAST's closed-loop metrics), the delete-one jackknife interval of a paired comparison, and the text
+tables that print them.
 
 This module owns the numbers computed from per-episode outcomes; producing those outcomes (rolling a
 policy out) lives in :mod:`terrazero_env.agents.evaluate`, which imports from here. The env layer and
-the CLI can use it without importing torch.
+the CLI can use it without importing torch, on any recorded episodes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MEANS", "RATES", "Z95", "format_table", "mean_interval", "summarize", "t_quantile", "wilson_interval"]
+__all__ = ["CLOSED_LOOP_METRICS", "EPISODE_METRICS", "MEANS", "NOT_APPLICABLE", "RATES", "Z95", "closed_loop_metrics",
+           "compare", "format_closed_loop", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
+           "t_quantile", "wilson_interval"]
 
 #: Two-sided 95% standard normal quantile.
 Z95 = 1.959963984540054
@@ -173,4 +178,221 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{label:<{label_w}}  {value:>{value_w}}  {ci:<{ci_w}}  {extra}".rstrip())
     lines.append("rates: Wilson score interval; means: Student t interval. progress: 1 - final/initial distance "
                  "to the goal, 1 once the goal is reached.")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ closed-loop metrics
+
+#: Columns of the engine's per-episode metric rows (``Engine.episode_metrics``, cyext/metrics.pxd), in
+#: order: steps judged; collision onsets, those at fault (nuPlan's collision types: not at fault when
+#: stopped, rear-ended, or side-swiped by an agent that closed the gap faster) and the largest relative
+#: speed at an onset (m/s); the smallest time to collision by constant-velocity projection of the boxes
+#: (s, capped at 3 s) and the steps below 0.95 s; the smallest gap to another box (m, capped at 50) and
+#: time headway to a lead vehicle (s, capped at 10); off-road steps; metres driven against the lane
+#: direction; over-speed above the lane's posted limit integrated over time (m) and steps above it;
+#: speed and posted limit integrated over on-lane time (m); signed progress along the lane (m) and that
+#: of a reference driving at the posted limit (m); distance driven (m); time standing with no lead
+#: vehicle, stop sign or red light to explain it (s); onsets of braking below -4.05 and accelerating
+#: above 2.40 m/s^2; comfort extrema (m/s^2, m/s^3, rad/s, rad/s^2) and steps outside nuPlan's comfort
+#: bounds; red-light, stop-sign and yellow-light stop-line passages; then three running-state columns.
+EPISODE_METRICS: tuple[str, ...] = (
+    "steps", "collisions", "at_fault_collisions", "max_impact_speed", "min_ttc", "ttc_violation_steps", "min_gap",
+    "min_lead_headway", "offroad_steps", "wrong_way_distance", "overspeed_integral", "speeding_steps",
+    "speed_integral", "limit_integral", "progress", "reference_progress", "distance", "stall_time", "hard_brakes",
+    "hard_accelerations", "max_lon_accel", "min_lon_accel", "max_abs_lat_accel", "max_abs_lon_jerk", "max_jerk",
+    "max_abs_yaw_rate", "max_abs_yaw_accel", "comfort_steps", "red_lights", "stop_signs", "yellow_entries",
+    "in_contact", "prev_heading", "prev_yaw_rate")
+
+#: nuPlan closed-loop score constants (nuplan-devkit metric configs): making progress needs 20% of the
+#: reference's progress; the speed-limit score runs out at 2.23 m/s of mean over-speed; driving direction
+#: gives 1 up to 2 m and 0.5 up to 6 m against the traffic.
+MIN_PROGRESS_RATIO = 0.2
+MAX_OVERSPEED = 2.23
+WRONG_WAY_OK, WRONG_WAY_HALF = 2.0, 6.0
+#: Weights of the weighted average (nuPlan): time to collision 5, ego progress 5, speed limit 4, comfort 2.
+SCORE_WEIGHTS = {"ttc_compliance": 5.0, "ego_progress": 5.0, "speed_limit_compliance": 4.0, "comfort": 2.0}
+#: Multipliers (nuPlan's four, then ours: running a red light or a stop sign zeroes the score).
+SCORE_MULTIPLIERS = ("no_at_fault_collision", "drivable_area_compliance", "driving_direction_compliance",
+                     "making_progress", "traffic_control_compliance")
+
+#: The per-episode closed-loop metrics: (key, label, group, higher is better). Group "score": the
+#: score and its nuPlan terms (each in [0, 1] per episode, the score in [0, 100]); group "fast":
+#: FAST's closed-loop metrics our simulator defines; group "outcome": what ``terrazero eval`` always
+#: reported.
+CLOSED_LOOP_METRICS: tuple[tuple[str, str, str, bool], ...] = (
+    ("score", "closed-loop score [0, 100]", "score", True),
+    ("no_at_fault_collision", "no at-fault collision", "score", True),
+    ("drivable_area_compliance", "drivable area compliance", "score", True),
+    ("driving_direction_compliance", "driving direction compliance", "score", True),
+    ("making_progress", "making progress", "score", True),
+    ("traffic_control_compliance", "red light / stop sign compliance", "score", True),
+    ("ttc_compliance", "time to collision within bound", "score", True),
+    ("ego_progress", "ego progress vs reference", "score", True),
+    ("speed_limit_compliance", "speed limit compliance", "score", True),
+    ("comfort", "comfortable", "score", True),
+    ("collision_severity", "collision severity (m/s)", "fast", False),
+    ("lead_vehicle_risk", "lead-vehicle headway (s)", "fast", True),
+    ("safety_margin", "safety margin (m)", "fast", True),
+    ("hard_braking", "hard braking events", "fast", False),
+    ("hard_acceleration", "hard acceleration events", "fast", False),
+    ("red_light_running", "red-light running", "fast", False),
+    ("improper_yellow_entry", "yellow entries", "fast", False),
+    ("speeding", "speeding time fraction", "fast", False),
+    ("speed_efficiency", "speed efficiency", "fast", True),
+    ("stall_time", "stall time (s)", "fast", False),
+    ("stop_sign_violation", "stop-sign violations", "fast", False),
+    ("goal_reached", "goal reached", "outcome", True),
+    ("return", "return", "outcome", True),
+)
+
+#: FAST's closed-loop metrics (FAST article, section 4.5) our simulator cannot define, and why.
+NOT_APPLICABLE: dict[str, str] = {
+    "solid_line_crossing": "the engine keeps road lines only as observation segments, without their paint "
+                           "style, so crossing a solid line cannot be told from crossing a dashed one",
+    "parking_accuracy": "the maps have no parking spaces and no task ends in a parking manoeuvre",
+    "lateral_avoidance_accuracy": "needs an annotated reference lateral offset for each avoidance manoeuvre, "
+                                  "which no bundled scenario has",
+    "pull_out_distance_deviation": "no pull-over or pull-out task with a target stopping distance exists",
+}
+
+
+def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
+                        returns: Any = None) -> dict[str, np.ndarray]:
+    """Per-episode closed-loop metrics from engine metric rows.
+
+    ``rows``: float ``[n, len(EPISODE_METRICS)]``, one ``Engine.episode_metrics`` row per episode taken
+    when it ended; ``dt``: the step (s); ``goal_reached``, ``returns``: optional per-episode outcomes
+    passed through. Returns ``{key: float64 [n]}`` for every key of :data:`CLOSED_LOOP_METRICS` (the
+    outcome keys only when given). The score follows nuPlan's closed-loop score: the product of the
+    multipliers times the weighted average of the other terms, times 100. Where ours differs: the
+    reference for ego progress is a driver at the lane's posted limit (not the logged expert or an IDM
+    driver from the same start), driving direction uses the whole episode's wrong-way distance (not a
+    1 s window), the at-fault collision multiplier does not give 0.5 for static objects, TTC counts
+    every agent ahead (nuPlan also skips agents it projects as not at fault), and red-light and stop-sign
+    compliance is an added multiplier."""
+    r = np.asarray(rows, np.float64)
+    if r.ndim != 2 or r.shape[1] != len(EPISODE_METRICS):
+        raise ValueError(f"episode metric rows must be [n, {len(EPISODE_METRICS)}] (EPISODE_METRICS), got {r.shape}")
+    if not dt > 0:
+        raise ValueError(f"dt must be positive, got {dt}")
+    c = {name: r[:, i] for i, name in enumerate(EPISODE_METRICS)}
+    duration = np.maximum(c["steps"], 1.0) * dt
+    ref = c["reference_progress"]
+    ratio = np.where(ref > 1e-6, c["progress"] / np.where(ref > 1e-6, ref, 1.0), 1.0)
+    ww = c["wrong_way_distance"]
+    out: dict[str, np.ndarray] = {
+        "no_at_fault_collision": (c["at_fault_collisions"] == 0).astype(float),
+        "drivable_area_compliance": (c["offroad_steps"] == 0).astype(float),
+        "driving_direction_compliance": np.where(ww <= WRONG_WAY_OK, 1.0, np.where(ww <= WRONG_WAY_HALF, 0.5, 0.0)),
+        "making_progress": (ratio >= MIN_PROGRESS_RATIO).astype(float),
+        "traffic_control_compliance": ((c["red_lights"] + c["stop_signs"]) == 0).astype(float),
+        "ttc_compliance": (c["ttc_violation_steps"] == 0).astype(float),
+        "ego_progress": np.clip(ratio, 0.0, 1.0),
+        "speed_limit_compliance": np.clip(1.0 - c["overspeed_integral"] / (MAX_OVERSPEED * duration), 0.0, 1.0),
+        "comfort": (c["comfort_steps"] == 0).astype(float),
+    }
+    mult = np.prod([out[k] for k in SCORE_MULTIPLIERS], axis=0)
+    avg = sum(w * out[k] for k, w in SCORE_WEIGHTS.items()) / sum(SCORE_WEIGHTS.values())
+    out["score"] = 100.0 * mult * avg
+    lim = c["limit_integral"]
+    out.update({
+        "collision_severity": c["max_impact_speed"],
+        "lead_vehicle_risk": c["min_lead_headway"],
+        "safety_margin": c["min_gap"],
+        "hard_braking": c["hard_brakes"],
+        "hard_acceleration": c["hard_accelerations"],
+        "red_light_running": c["red_lights"],
+        "improper_yellow_entry": c["yellow_entries"],
+        "speeding": c["speeding_steps"] / np.maximum(c["steps"], 1.0),
+        "speed_efficiency": np.where(lim > 0, c["speed_integral"] / np.where(lim > 0, lim, 1.0), 0.0),
+        "stall_time": c["stall_time"],
+        "stop_sign_violation": c["stop_signs"],
+    })
+    if goal_reached is not None:
+        out["goal_reached"] = np.asarray(goal_reached, float)
+    if returns is not None:
+        out["return"] = np.asarray(returns, float)
+    return out
+
+
+# ------------------------------------------------------------------- jackknife and comparisons
+
+def jackknife_interval(values: Any, statistic: Any = None, level: float = 0.95) -> tuple[float, float, float]:
+    """Estimate, and the delete-one jackknife interval, of ``statistic`` (default: the mean) over
+    per-episode ``values`` (``[n]``, or ``[n, ...]`` rows a custom statistic reads).
+
+    With ``theta_i`` the statistic without episode i and ``theta_dot`` their mean, the standard error
+    is ``sqrt((n - 1) / n * sum((theta_i - theta_dot)^2))`` and the interval ``theta +- t * se`` with
+    Student's t at ``n - 1`` degrees of freedom (Efron & Tibshirani 1993, ch. 11; for the mean, se is
+    s / sqrt(n)). NaN bounds for a single episode."""
+    x = np.asarray(values, float)
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        raise ValueError("a jackknife interval needs at least one episode")
+    stat = statistic if statistic is not None else (lambda v: float(np.mean(v, axis=0)))
+    theta = float(stat(x))
+    if n == 1:
+        return theta, math.nan, math.nan
+    if statistic is None:
+        loo = (x.sum(axis=0) - x) / (n - 1)
+    else:
+        loo = np.array([stat(np.delete(x, i, axis=0)) for i in range(n)], float)
+    se = math.sqrt((n - 1) / n * float(np.sum((loo - loo.mean()) ** 2)))
+    half = t_quantile(n - 1, level) * se
+    return theta, theta - half, theta + half
+
+
+def compare(per_a: dict[str, Any], per_b: dict[str, Any], keys: Any = None) -> dict[str, dict[str, Any]]:
+    """Paired comparison of two policies' per-episode metrics on the same episodes (same seeds and
+    scenes, episode i of A paired with episode i of B): for each metric, both means, their difference
+    A - B and its delete-one jackknife 95% interval over the paired differences; ``significant`` when
+    the interval excludes zero."""
+    keys = [k for k, *_ in CLOSED_LOOP_METRICS if k in per_a and k in per_b] if keys is None else list(keys)
+    rows: dict[str, dict[str, Any]] = {}
+    info = {k: (label, group, better) for k, label, group, better in CLOSED_LOOP_METRICS}
+    for k in keys:
+        a, b = np.asarray(per_a[k], float), np.asarray(per_b[k], float)
+        if a.shape != b.shape:
+            raise ValueError(f"metric {k!r}: A has {a.shape[0]} episodes, B {b.shape[0]}; a paired comparison "
+                             "needs the same episodes")
+        d, lo, hi = jackknife_interval(a - b)
+        _, a_lo, a_hi = jackknife_interval(a)
+        _, b_lo, b_hi = jackknife_interval(b)
+        label, group, better = info.get(k, (k, "other", True))
+        sig = bool(not math.isnan(lo) and (lo > 0 or hi < 0))
+        rows[k] = {"label": label, "group": group, "higher_is_better": better, "a": float(a.mean()),
+                   "b": float(b.mean()), "a_ci": [a_lo, a_hi], "b_ci": [b_lo, b_hi], "diff": d,
+                   "ci_low": lo, "ci_high": hi, "significant": sig, "n": int(a.shape[0])}
+    return rows
+
+
+def format_comparison(rows: dict[str, dict[str, Any]], name_a: str = "A", name_b: str = "B") -> str:
+    """The rows of :func:`compare` as an aligned text table; ``*`` marks a difference whose 95%
+    jackknife interval excludes zero."""
+    label_w = max(len("metric"), *(len(r["label"]) for r in rows.values()))
+    lines = [f"{'metric':<{label_w}}  {name_a[:10]:>10}  {name_b[:10]:>10}  {'A - B':>9}  95% jackknife CI"]
+    lines.append("-" * (len(lines[0]) + 8))
+    for r in rows.values():
+        ci = "n/a" if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        lines.append(f"{r['label']:<{label_w}}  {r['a']:>10.3f}  {r['b']:>10.3f}  {r['diff']:>+9.3f}  {ci}"
+                     + ("  *" if r["significant"] else ""))
+    n = next(iter(rows.values()))["n"] if rows else 0
+    lines.append(f"{n} paired episodes (same seeds and scenes). *: the interval excludes zero. Not applicable "
+                 f"here: {', '.join(NOT_APPLICABLE)} (see terrazero_env.metrics.NOT_APPLICABLE).")
+    return "\n".join(lines)
+
+
+def format_closed_loop(per: dict[str, Any]) -> str:
+    """One policy's closed-loop metrics (``closed_loop_metrics`` output): mean and delete-one jackknife
+    95% interval per metric, then the FAST metrics that do not apply."""
+    info = {k: label for k, label, *_ in CLOSED_LOOP_METRICS}
+    keys = [k for k in info if k in per]
+    label_w = max(len("closed-loop metric"), *(len(info[k]) for k in keys))
+    lines = [f"{'closed-loop metric':<{label_w}}  {'mean':>9}  95% jackknife CI", "-" * (label_w + 36)]
+    for k in keys:
+        m, lo, hi = jackknife_interval(per[k])
+        ci = "n/a" if math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
+        lines.append(f"{info[k]:<{label_w}}  {m:>9.3f}  {ci}")
+    lines.append("score: nuPlan-style closed-loop score (terrazero_env.metrics.closed_loop_metrics). Not applicable: "
+                 + "; ".join(f"{k}: {why}" for k, why in NOT_APPLICABLE.items()))
     return "\n".join(lines)

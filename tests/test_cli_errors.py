@@ -104,6 +104,7 @@ def test_evaluate_refuses_seeds_that_would_alias(seed, error):
     """Property: evaluate() takes seeds in [0, 2**64) only; -1, 2**64 and 2**128 no longer wrap onto
     other seeds' episodes, and a float is not truncated."""
     from terrazero_env.agents.evaluate import evaluate
+
     from terrazero_env.config_io import load_config
 
     with pytest.raises(error, match="seed"):

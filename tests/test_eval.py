@@ -211,3 +211,41 @@ def test_layout_agent_types_and_actions_must_match_the_policy(model):
     fake.action_space = gym.spaces.Discrete(9)
     with pytest.raises(ValueError, match="the checkpoint's policy has 9 actions, quick has 12"):
         check_compatible(fake, venv, "quick")
+
+
+def test_vs_compares_a_policy_with_itself_on_identical_episodes(run_dir, tmp_path, capsys):
+    """``--vs`` with the same checkpoint: identical seeds and scenes give identical episodes, so every
+    metric's difference is 0 with an interval containing zero (none marked); the JSON table, the bar
+    charts and the filmstrip of the worst episodes are written."""
+    out_json, chart, film = tmp_path / "vs.json", tmp_path / "vs.png", tmp_path / "worst.png"
+    assert main(["eval", str(run_dir), "--vs", str(run_dir), "--episodes", "6", "--seed", "1", "--json", str(out_json),
+                 "--chart", str(chart), "--filmstrip", str(film)]) == 0
+    text = capsys.readouterr().out
+    assert "closed-loop score" in text and "6 paired episodes" in text
+    data = json.loads(out_json.read_text())
+    rows = data["comparison"]
+    assert "score" in rows and "collision_severity" in rows and "speed_efficiency" in rows
+    for key, row in rows.items():
+        assert row["diff"] == 0.0 and row["ci_low"] <= 0.0 <= row["ci_high"] and not row["significant"], key
+    assert data["closed_loop_a"] == data["closed_loop_b"]
+    assert all(0.0 <= s <= 100.0 for s in data["closed_loop_a"]["score"])
+    for png in (chart, film):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_engine_metric_rows_agree_with_the_event_counters(model):
+    """Per episode, the engine's metric row and its event counters see the same steps: off-road
+    steps and red-light and stop-line passages are equal, and a collision onset exists exactly when
+    the collision counter is positive."""
+    res = evaluate(model, load_config("quick"), episodes=12, seed=4)
+    per = res["per_episode"]
+    names = terrazero_env.engine.EPISODE_METRIC_NAMES
+    em = np.asarray(per["engine_metrics"])
+    assert em.shape == (12, len(names))
+    col = {n: em[:, i] for i, n in enumerate(names)}
+    np.testing.assert_array_equal(col["offroad_steps"], per["counts"]["offroad"])
+    np.testing.assert_array_equal(col["red_lights"], per["counts"]["red_light"])
+    np.testing.assert_array_equal(col["stop_signs"], per["counts"]["stop_line"])
+    np.testing.assert_array_equal(col["collisions"] > 0, np.asarray(per["counts"]["collision"]) > 0)
+    np.testing.assert_array_equal(col["steps"], per["length"])
+    assert set(res["closed_loop"]) >= {"score", "ego_progress", "stall_time"}

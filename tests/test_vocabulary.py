@@ -12,7 +12,7 @@ from enum import IntEnum
 import numpy as np
 import pytest
 
-from terrazero_env import config
+from terrazero_env import config, metrics
 from terrazero_env import engine as core
 from terrazero_env.maps import schema, signal_plan
 
@@ -35,6 +35,7 @@ MIRRORS = {
         (getattr(signal_plan, "STAGE_" + n), n) for n in ("LEFT", "THROUGH", "ALL"))),
     "reward_params": lambda: config.REWARD_PARAMS,
     "class_params": lambda: config.CLASS_PARAM_COLUMNS,
+    "episode_metrics": lambda: metrics.EPISODE_METRICS,
 }
 
 

@@ -23,7 +23,14 @@ from pettingzoo.utils import parallel_to_aec
 from .. import engine as core
 from ..config import EngineConfig
 from ..config_io import load_config
-from .conventions import check_action, check_overrides, check_reset_tries, check_seed, closed_engine, require_open
+from .conventions import (
+    check_action,
+    check_overrides,
+    check_reset_tries,
+    check_seed,
+    closed_engine,
+    require_open,
+)
 from .vector import action_space, observation_space, reset_until_live, world_state
 
 __all__ = ["ParallelDriveEnv", "aec_env", "parallel_env"]
