@@ -319,10 +319,11 @@ cdef inline bint _entry_free(Agent* agents, Py_ssize_t n, Py_ssize_t i, double r
 cdef inline int _vehicle_discs(const Agent* b, double x, double y, double reach, double* nb, double* nd2,
                                int m_nb) noexcept nogil:
     """A vehicle (or cyclist) as ORCA neighbours that do not avoid: a file of discs along its
-    length, each of radius 0.6 of its width (covering the box up to its corners' rounding), moving
-    with it; those within ``reach`` of their edge from (x, y) are inserted."""
+    length at most a width apart, each of radius 0.71 of its width (so each covers a square of the
+    width and together they cover the box), moving with it; those within ``reach`` of their edge
+    from (x, y) are inserted."""
     cdef int k, nd
-    cdef double rd = 0.6 * b.width, span, cx, cy, dx, dy, d2, rr
+    cdef double rd = 0.71 * b.width, span, cx, cy, dx, dy, d2, rr
     nd = <int>(b.length / b.width) + 1
     span = b.length - b.width if b.length > b.width else 0.0
     for k in range(nd):
