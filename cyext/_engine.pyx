@@ -10,8 +10,8 @@
 * ``ObsLayout``: where every observation feature lives, read by policies instead of hand-typed indices.
 
 Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, traffic, signals, observe,
-rewards, scene; rule-based road users in route, yielding and roadusers, pedestrians and orca). The Engine class is in
-``engine.pxi``; the work behind it is in module-level functions taking the engine, one ``.pxi`` per
+rewards, scene; rule-based road users in route, yielding, roadusers, pedestrians and orca). The
+Engine class is in ``engine.pxi``; the work behind it is in module-level functions taking the engine, one ``.pxi`` per
 concern (signal_store, placement, world_step, engine_state). Python never loops over agents on the
 step path.
 """

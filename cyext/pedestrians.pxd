@@ -49,6 +49,7 @@ cdef enum:
 
     PED_MAX_GROUP = 8          # members of one pack (per side)
     PED_MAX_BLOCKED = 20       # seconds a due pedestrian may wait for a free entry before it is dropped
+    PED_ORCA_MARGIN_CM = 5     # extra radius (cm) in a walker's ORCA program
 
 
 ctypedef struct PedParams:
@@ -424,7 +425,11 @@ cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, in
                 continue
             m_nb = orca_insert(nb, nd2, m_nb, d2, b.x, b.y, b.speed * b.cos_h, b.speed * b.sin_h, rb,
                                0.5 if ps[j].state == PS_WALKING else 1.0)
-        orca_velocity(a.x, a.y, a.speed * a.cos_h, a.speed * a.sin_h, r, nb, m_nb, p.time_horizon, dt,
+        # The program keeps PED_ORCA_MARGIN_CM more than the discs: when it is infeasible (crowds
+        # against vehicles or standing pedestrians, which do not give way) the fallback then
+        # overlaps the margin rather than the bodies.
+        orca_velocity(a.x, a.y, a.speed * a.cos_h, a.speed * a.sin_h, r + 0.01 * PED_ORCA_MARGIN_CM, nb, m_nb,
+                      p.time_horizon, dt,
                       p.max_speed, gx, gy, &ps[i].nvx, &ps[i].nvy)
     # Motion and leaving.
     for i in range(n):

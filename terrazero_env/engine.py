@@ -29,7 +29,8 @@ from .maps.sources import load_built
 from .maps.terrabin import load as load_tzb
 
 __all__ = [
-    "AGENT_CLASSES", "CLASS_PARAMS", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES", "DYNAMICS_MODELS",
+    "AGENT_CLASSES", "CLASS_PARAMS", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES", "CROSSING_GROUPS",
+    "DYNAMICS_MODELS", "PEDESTRIAN_STATS", "orca_solve_batch", "orca_step_batch",
     "ENTITY_WIDTHS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
@@ -43,6 +44,8 @@ CLASS_PARAMS = _engine.CLASS_PARAMS
 CONSEQUENCES = _engine.CONSEQUENCES
 CONTROL_TYPES = _engine.CONTROL_TYPES
 COUNTER_NAMES = _engine.COUNTER_NAMES
+CROSSING_GROUPS = _engine.CROSSING_GROUPS
+PEDESTRIAN_STATS = _engine.PEDESTRIAN_STATS
 DYNAMICS_MODELS = _engine.DYNAMICS_MODELS
 ENTITY_WIDTHS = _engine.ENTITY_WIDTHS
 GOAL_BEHAVIORS = _engine.GOAL_BEHAVIORS
@@ -63,6 +66,8 @@ SegmentGrid = _engine.SegmentGrid
 box_corners_batch = _engine.box_corners_batch
 footprint_offroad = _engine.footprint_offroad
 obb_overlap_batch = _engine.obb_overlap_batch
+orca_solve_batch = _engine.orca_solve_batch
+orca_step_batch = _engine.orca_step_batch
 points_in_polygon = _engine.points_in_polygon
 segments_intersect_batch = _engine.segments_intersect_batch
 

@@ -18,13 +18,13 @@ import pytest
 import shapely
 
 from terrazero_env import engine as core
-from terrazero_env._engine import orca_solve_batch, orca_step_batch
+from terrazero_env.engine import orca_solve_batch, orca_step_batch
 from terrazero_env.config import CrossingGroup, PedestrianConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.maps import load_source
 
 CROSSER, JAYWALKER, IDM = (core.ROLES.index(n) for n in ("CROSSER", "JAYWALKER", "IDM"))
-STAT = {n: i for i, n in enumerate(core.VOCABULARY["pedestrian_stats"])}
+STAT = {n: i for i, n in enumerate(core.PEDESTRIAN_STATS)}
 
 
 def _walk(pos, goal, speed=1.3, radius=0.4, steps=300, dt=0.1, keep_right=0.0):
@@ -239,3 +239,32 @@ def test_generators_are_off_by_default_and_group_kinds_mirror_the_engine():
     assert not eng.pedestrian_stats.any()
     assert tuple(g.name for g in CrossingGroup) == core.VOCABULARY["crossing_groups"]
     assert {"CROSSER", "JAYWALKER"} <= set(core.ROLES)
+
+
+def test_a_snapshot_with_walkers_continues_bit_for_bit_and_reset_clears_them():
+    """``get_state``/``set_state`` carry the pedestrians' schedule and ORCA state: two engines
+    continuing from one snapshot stay identical; a reset removes every rule-based pedestrian."""
+    a = _engine(rate=0.03, probs=(0.25, 0.25, 0.25, 0.25), jaywalk=0.05, seed=9)
+    for _ in range(150):
+        a.step(np.zeros_like(a.actions))
+    assert a.pedestrian_stats[0, STAT["entered"]] > 0
+    b = _engine(rate=0.03, probs=(0.25, 0.25, 0.25, 0.25), jaywalk=0.05, seed=4)
+    b.set_state(a.get_state())
+    for _ in range(100):
+        a.step(np.zeros_like(a.actions))
+        b.step(np.zeros_like(b.actions))
+    assert a.agents.tobytes() == b.agents.tobytes()
+    assert np.array_equal(a.pedestrian_stats, b.pedestrian_stats)
+    a.reset(seeds=np.array([9]))
+    A = a.agents[0, : a.num_agents(0)]
+    assert not np.isin(A["role"], [CROSSER, JAYWALKER]).any() and not a.pedestrian_stats.any()
+
+
+def test_bad_orca_batch_input_is_rejected_with_a_clear_error():
+    """Mismatched shapes and non-positive limits name the problem."""
+    with pytest.raises(ValueError, match="float64 \\[N, 2\\]"):
+        orca_step_batch(np.zeros((2, 2)), np.zeros((3, 2)), np.ones(2), np.zeros((2, 2)), 2.0, 5.0, 2.0, 0.1)
+    with pytest.raises(ValueError, match="time_horizon must be > 0"):
+        orca_step_batch(np.zeros((2, 2)), np.zeros((2, 2)), np.ones(2), np.zeros((2, 2)), 2.0, 5.0, 0.0, 0.1)
+    with pytest.raises(ValueError, match="direction must be non-zero"):
+        orca_solve_batch(np.zeros((1, 4)), np.zeros(2), 2.0)
