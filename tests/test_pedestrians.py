@@ -268,3 +268,35 @@ def test_bad_orca_batch_input_is_rejected_with_a_clear_error():
         orca_step_batch(np.zeros((2, 2)), np.zeros((2, 2)), np.ones(2), np.zeros((2, 2)), 2.0, 5.0, 0.0, 0.1)
     with pytest.raises(ValueError, match="direction must be non-zero"):
         orca_solve_batch(np.zeros((1, 4)), np.zeros(2), 2.0)
+
+
+@pytest.mark.parametrize("kind,size,per_event", [
+    (CrossingGroup.SINGLE, (3, 3), (1, 1)),
+    (CrossingGroup.PACK, (2, 4), (2, 4)),
+    (CrossingGroup.BIDIRECTIONAL, (2, 2), (4, 4)),
+    (CrossingGroup.STAGGERED, (3, 3), (3, 3)),
+])
+def test_each_group_kind_brings_its_number_of_crossers(kind, size, per_event):
+    """Every crossing event of a kind brings that kind's number of pedestrians: after the arrivals
+    stop (the state moved into an engine with the rate at 0) and the pending ones are let in, the
+    pedestrians that entered or were dropped number per_event[0]..per_event[1] times the events;
+    a pack enters together (several in one step)."""
+    probs = [0.0] * 4
+    probs[int(kind)] = 1.0
+    over = {"road_users.pedestrians.group_size": list(size)}
+    busy = _engine(rate=0.02, probs=probs, seed=21, **over)
+    entries = []
+    for t in range(600):
+        before = busy.pedestrian_stats[0, STAT["entered"]]
+        busy.step(np.zeros_like(busy.actions))
+        entries.append(busy.pedestrian_stats[0, STAT["entered"]] - before)
+    quiet = _engine(rate=0.0, probs=probs, seed=21, **over)
+    quiet.set_state(busy.get_state())
+    for _ in range(400):
+        quiet.step(np.zeros_like(quiet.actions))
+    s = quiet.pedestrian_stats[0]
+    events = s[STAT["crosswalk_events"]]
+    assert events >= 10
+    assert per_event[0] * events <= s[STAT["entered"]] + s[STAT["dropped"]] <= per_event[1] * events
+    if kind == CrossingGroup.PACK:
+        assert max(entries) >= 2  # a pack enters together
