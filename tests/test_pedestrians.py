@@ -18,9 +18,9 @@ import pytest
 import shapely
 
 from terrazero_env import engine as core
-from terrazero_env.engine import orca_solve_batch, orca_step_batch
 from terrazero_env.config import CrossingGroup, PedestrianConfig
 from terrazero_env.config_io import load_config
+from terrazero_env.engine import orca_solve_batch, orca_step_batch
 from terrazero_env.maps import load_source
 
 CROSSER, JAYWALKER, IDM = (core.ROLES.index(n) for n in ("CROSSER", "JAYWALKER", "IDM"))
@@ -207,6 +207,11 @@ def test_a_jaywalker_ends_beyond_the_far_road_edge():
         assert edges.distance(shapely.Point(start)) >= r
 
 
+def _boxes(A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of an agents view as float64 [N, 5] boxes (x, y, heading, length, width)."""
+    return np.ascontiguousarray(np.stack([A[k][idx] for k in ("x", "y", "heading", "length", "width")], 1))
+
+
 def test_idm_vehicles_do_not_hit_crossing_pedestrians():
     """A town of IDM traffic (no policy cars) with busy crosswalks and jaywalkers: no IDM vehicle's
     box ever overlaps a walking pedestrian's box."""
@@ -223,9 +228,7 @@ def test_idm_vehicles_do_not_hit_crossing_pedestrians():
             if len(veh) == 0 or len(ped) == 0:
                 continue
             vi, pi = np.repeat(veh, len(ped)), np.tile(ped, len(veh))
-            box = lambda idx: np.ascontiguousarray(np.stack(
-                [A["x"][idx], A["y"][idx], A["heading"][idx], A["length"][idx], A["width"][idx]], 1))
-            hits += int(core.obb_overlap_batch(box(vi), box(pi)).sum())
+            hits += int(core.obb_overlap_batch(_boxes(A, vi), _boxes(A, pi)).sum())
     assert walkers > 1000  # pedestrians were there to be hit
     assert hits == 0
 
