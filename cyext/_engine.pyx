@@ -1,18 +1,19 @@
 # cython: language_level=3
 """terrazero_env._engine: the compiled core.
 
-* geometry kernels (separating-axis boxes, segments, polygons), the IDM acceleration law and rule
-  checks (comfort, wrong way), each with a batch entry point so it can be tested without an engine;
+* geometry kernels (separating-axis boxes, segments, polygons), the IDM acceleration law, rule
+  checks (comfort, wrong way) and the pedestrians' ORCA step and its linear program, each with a
+  batch entry point so it can be tested without an engine;
 * ``SegmentGrid`` and ``RoadMap``: a built ``MapData`` (read from ``.tzb`` by memory map) turned into
   C-side segment tables, spatial grids and observation caches, shared by every world on the map;
 * ``Engine``: W worlds x K controlled slots stepped without the GIL into preallocated buffers;
 * ``ObsLayout``: where every observation feature lives, read by policies instead of hand-typed indices.
 
 Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, traffic, signals, observe,
-rewards, scene; rule-based road users in route, yielding and roadusers). The Engine class is in
-``engine.pxi``; the work behind it is in module-level functions taking the engine, one ``.pxi`` per
-concern (scene_checks, signal_store, placement, world_step, engine_state). Python never loops over
-agents on the step path.
+rewards, scene; rule-based road users in route, yielding, roadusers, pedestrians and orca; episode
+metrics in metrics). The Engine class is in ``engine.pxi``; the work behind it is in module-level
+functions taking the engine, one ``.pxi`` per concern (scene_checks, signal_store, placement,
+world_step, engine_state). Python never loops over agents on the step path.
 """
 
 import numpy as np
@@ -41,6 +42,8 @@ from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_accel
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
+from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
+from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step
 
 cnp.import_array()
 
@@ -244,6 +247,76 @@ def collision_type_batch(const double[:, ::1] agents_a, const double[:, ::1] age
             b.x, b.y, b.heading, b.length, b.width, b.speed = (agents_b[i, 0], agents_b[i, 1], agents_b[i, 2],
                                                                agents_b[i, 3], agents_b[i, 4], agents_b[i, 5])
             o[i] = collision_type(&a, &b, &p)
+    return out
+
+
+def orca_solve_batch(const double[:, ::1] lines, pref_velocity, double max_speed):
+    """ORCA's linear program (``orca.orca_solve``) on one set of half-planes: float64 ``[M, 4]``
+    rows (px, py, dx, dy) of a point and a direction (m/s; the permitted side is the left one,
+    ``det(d, v - p) >= 0``; directions are normalised here), the preferred velocity (vx, vy) and
+    the speed limit (m/s). Returns (velocity float64 ``[2]``, whether every half-plane was met;
+    when not, the velocity minimises the largest violation). At most ORCA_MAX_LINES lines."""
+    if lines.shape[1] != 4 or lines.shape[0] > ORCA_MAX_LINES:
+        raise ValueError(f"lines must be float64 [M <= {ORCA_MAX_LINES}, 4], got {(lines.shape[0], lines.shape[1])}")
+    pref = np.asarray(pref_velocity, np.float64)
+    if pref.shape != (2,) or not np.all(np.isfinite(pref)):
+        raise ValueError(f"pref_velocity must be 2 finite values, got {pref_velocity!r}")
+    if not max_speed > 0:
+        raise ValueError(f"max_speed must be > 0 (m/s), got {max_speed}")
+    cdef OrcaLine ls[ORCA_MAX_LINES]
+    cdef Py_ssize_t m = lines.shape[0], k
+    cdef double vx, vy, nrm, px = pref[0], py = pref[1]
+    cdef bint ok
+    for k in range(m):
+        nrm = sqrt(lines[k, 2] ** 2 + lines[k, 3] ** 2)
+        if not nrm > 0:
+            raise ValueError(f"lines[{k}]: the direction must be non-zero")
+        ls[k].px, ls[k].py, ls[k].dx, ls[k].dy = lines[k, 0], lines[k, 1], lines[k, 2] / nrm, lines[k, 3] / nrm
+    with nogil:
+        ok = orca_solve(ls, <int>m, max_speed, px, py, &vx, &vy)
+    return np.array([vx, vy]), bool(ok)
+
+
+def orca_step_batch(const double[:, ::1] positions, const double[:, ::1] velocities, const double[::1] radii,
+                    const double[:, ::1] pref_velocities, double max_speed, double neighbor_distance,
+                    double time_horizon, double dt):
+    """One ORCA step of N discs that all avoid each other (the walkers of ``pedestrians.pxd``):
+    positions and velocities float64 ``[N, 2]`` (m, m/s), radii ``[N]`` (m), preferred velocities
+    ``[N, 2]``; neighbours within ``neighbor_distance`` of a disc's edge (the nearest
+    ORCA_MAX_LINES) share the avoidance equally. Returns the new velocities float64 ``[N, 2]``
+    (all from the same instant; the caller integrates them)."""
+    cdef Py_ssize_t n = positions.shape[0], i, j
+    if positions.shape[1] != 2 or velocities.shape[0] != n or velocities.shape[1] != 2 or radii.shape[0] != n \
+            or pref_velocities.shape[0] != n or pref_velocities.shape[1] != 2:
+        raise ValueError("positions, velocities, pref_velocities must be float64 [N, 2] and radii [N] for one N")
+    for name, v in (("max_speed", max_speed), ("time_horizon", time_horizon), ("dt", dt)):
+        if not v > 0:
+            raise ValueError(f"{name} must be > 0, got {v}")
+    if not neighbor_distance >= 0:
+        raise ValueError(f"neighbor_distance must be >= 0 (m), got {neighbor_distance}")
+    out = np.zeros((n, 2), np.float64)
+    cdef double[:, ::1] o = out
+    cdef double nb[6 * ORCA_MAX_LINES]
+    cdef double nd2[ORCA_MAX_LINES]
+    cdef double dx, dy, d2, reach
+    cdef int m_nb
+    with nogil:
+        for i in range(n):
+            m_nb = 0
+            for j in range(n):
+                if j == i:
+                    continue
+                dx = positions[j, 0] - positions[i, 0]
+                dy = positions[j, 1] - positions[i, 1]
+                d2 = dx * dx + dy * dy
+                reach = neighbor_distance + radii[i] + radii[j]
+                if d2 > reach * reach:
+                    continue
+                m_nb = orca_insert(nb, nd2, m_nb, d2, positions[j, 0], positions[j, 1], velocities[j, 0],
+                                   velocities[j, 1], radii[j], 0.5)
+            orca_velocity(positions[i, 0], positions[i, 1], velocities[i, 0], velocities[i, 1], radii[i], nb, m_nb,
+                          time_horizon, dt, max_speed, pref_velocities[i, 0], pref_velocities[i, 1],
+                          &o[i, 0], &o[i, 1])
     return out
 
 

@@ -36,7 +36,17 @@ cdef enum:
     ROLE_STATIC = 1
     ROLE_LOG = 2
     ROLE_IDM = 3
-    N_ROLES = 4
+    ROLE_CROSSER = 4           # rule-based pedestrian crossing at a crosswalk (pedestrians.pxd)
+    ROLE_JAYWALKER = 5         # rule-based pedestrian crossing mid-block (pedestrians.pxd)
+    N_ROLES = 6
+
+# Kinds of crossing group at a crosswalk (terrazero_env.config.CrossingGroup; pedestrians.pxd).
+cdef enum:
+    GROUP_SINGLE = 0
+    GROUP_PACK = 1
+    GROUP_BIDIRECTIONAL = 2
+    GROUP_STAGGERED = 3
+    N_GROUP_KINDS = 4
 
 # How a stop line is controlled (terrazero_env.maps.schema.ControlType; MapC.sl_control).
 cdef enum:

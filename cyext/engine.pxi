@@ -82,6 +82,9 @@ cdef class Engine:
     cdef SigParams sigp
     cdef IdmParams idmp
     cdef double idm_fraction
+    cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)
+    cdef PedState* ped                       # [W * max_agents]: their per-row state
+    cdef long long* ped_stats                # [W, N_PED_STATS]
     cdef StopRules stop_rules
     cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
     cdef object _sig                         # numpy owners of the signal-state arrays
@@ -202,6 +205,10 @@ cdef class Engine:
         self.prev_nr = <int*>_ptr_mut(b["prev_nr"])
         b["prev_nt"] = np.zeros(W * K, np.int32)
         self.prev_nt = <int*>_ptr_mut(b["prev_nt"])
+        b["ped_state"] = np.zeros(W * A * sizeof(PedState), np.uint8)
+        b["ped_stats"] = np.zeros((W, N_PED_STATS), np.int64)
+        self.ped = <PedState*>_ptr_mut(b["ped_state"])
+        self.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
         self.s_cap = self.g_cap = self.i_cap = 0
         self._sig = None
         self._ensure_signal_capacity()
@@ -312,6 +319,7 @@ cdef class Engine:
         self.idmp.curve_accel = idm.curve_lat_accel
         self.idmp.side_margin = idm.side_margin
         self.idm_fraction = ini.idm_fraction
+        self._load_pedestrians(cfg.road_users.pedestrians)
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)
         self.sigp.green_med, self.sigp.green_sig = sg.christmas_green
@@ -328,6 +336,33 @@ cdef class Engine:
         self.noise_std = cfg.obs.noise_std
         self.noise_clip = cfg.obs.noise_clip
         self.state_dropout = cfg.obs.state_dropout
+
+    cdef _load_pedestrians(self, pc):
+        """Pedestrian generators (``PedestrianConfig``) and the IDM vehicles' yielding to pedestrians."""
+        cdef PedParams* p = &self.pedp
+        cdef int k
+        p.rate = pc.crossing_rate
+        cum = np.cumsum(np.asarray(pc.group_probs, np.float64))
+        for k in range(N_GROUP_KINDS):
+            p.group_cdf[k] = cum[k]
+        p.pack_lo, p.pack_hi = pc.group_size
+        p.stagger = pc.stagger_interval
+        p.speed_lo, p.speed_hi = pc.walking_speed
+        p.max_speed = pc.max_speed
+        p.radius = pc.radius
+        p.neighbor_dist = pc.neighbor_distance
+        p.time_horizon = pc.time_horizon
+        p.jaywalk_rate = pc.jaywalk_rate
+        p.jaywalk_reach = pc.jaywalk_reach
+        self.idmp.ped_horizon = pc.vehicle_yield_horizon
+
+    @property
+    def pedestrian_stats(self):
+        """Per-world counters of the pedestrian generators since each world's reset, int64
+        ``[W, len(PEDESTRIAN_STATS)]`` (a read-only view; columns named by ``PEDESTRIAN_STATS``)."""
+        v = self._buffers["ped_stats"].view()
+        v.flags.writeable = False
+        return v
 
     cdef _set_obs_layout(self, o, alpha):
         cdef EgoLayout* e = &self.ego
@@ -547,7 +582,7 @@ cdef class Engine:
         """Read-only structured view ``[W, max_agents]`` of every agent slot in every world (zero
         copy; rows past ``n_agents[w]`` are unused). Fields (metres, radians, m/s): ``x y z heading
         speed length width height goal_x goal_y`` (float64), ``cls`` (AgentType), ``role``
-        (0 policy, 1 static, 2 log replay, 3 IDM), ``slot`` (controlled slot or -1), ``alive``, and this
+        (``ROLES``: 0 policy, 1 static, 2 log replay, 3 IDM, 4 crosswalk crosser, 5 jaywalker), ``slot`` (controlled slot or -1), ``alive``, and this
         step's flags ``collided offroad wrong_way red_light ran_stop_line goal_reached`` (int32)."""
         return _agents_view(self)
 

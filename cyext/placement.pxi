@@ -94,6 +94,7 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
     e.t[w] = 0
     e.n_agents[w] = 0
     memset(&e.agents[w * e.max_agents], 0, e.max_agents * sizeof(Agent))
+    pedestrians_reset(&e.ped[w * e.max_agents], e.max_agents, &e.ped_stats[w * N_PED_STATS])
     for k in range(K):
         r = w * K + k
         e.slot_of[r] = -1

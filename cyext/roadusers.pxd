@@ -16,6 +16,8 @@ lane; ``route.pxd``): the Intelligent Driver Model sets its acceleration, pure p
    leader while another vehicle has the right of way over a conflicting movement, while an agent at
    rest inside would stop the vehicle there, or while the intersection's exit has no room for it
    (``yielding.pxd``).
+   ``pedestrian_yield``: the point where a walking pedestrian's path meets the vehicle's acts as a
+   stopped leader (pedestrians have the right of way, on a crosswalk or not).
 4. ``_curve_limit``: the desired speed is lowered ahead of curves so the lateral acceleration stays
    comfortable.
 5. ``idm_accel``: the IDM law on the nearest constraint; then ``_integrate``: a kinematic bicycle
@@ -32,7 +34,8 @@ from rng cimport Rng, rng_uniform, rng_int
 from dynamics cimport clip
 from route cimport (Route, Sweep, Cursor, _route_next, _route_build, _cursor_start, _route_xy, _kappa_max,
                     _predict, _project)
-from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked)
+from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked,
+                       pedestrian_yield)
 
 
 cdef enum:
@@ -52,6 +55,7 @@ ctypedef struct IdmParams:
     double max_decel           # braking clip (m/s^2)
     double curve_accel         # lateral acceleration the desired speed allows in curves (m/s^2)
     double side_margin         # lateral clearance the body sweep keeps from other agents (m)
+    double ped_horizon         # seconds of a walking pedestrian's path the vehicle keeps clear of (0: off)
 
 
 ctypedef struct Leader:
@@ -381,6 +385,7 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     dist_bar = L - a.lane_s - 0.5 * a.length
     _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, &ld)
     _yield_constraint(m, agents, n, i, sl_state, p, cp_all, &sw, v, bcomf, s0, dist_bar, &ld)
+    _stop_at(&ld, pedestrian_yield(agents, n, i, &sw, p.ped_horizon, p.side_margin))
     a_curve = _curve_limit(&sw, p.curve_accel, v, &v0)
     acc = idm_accel(v, v0, ld.gap, ld.speed, T, amax, bcomf, s0, p.delta)
     if a_curve < acc:

@@ -6,6 +6,8 @@
 
 from signals cimport (CTRL_CHRISTMAS, CTRL_NEMA, CTRL_ROUND_ROBIN, N_CONTROLLERS, STAGE_LEFT, STAGE_THROUGH,
                       STAGE_ALL, N_STAGE_KINDS)
+from pedestrians cimport (PED_STAT_CROSSWALK_EVENTS, PED_STAT_JAYWALK_EVENTS, PED_STAT_ENTERED, PED_STAT_LEFT,
+                          PED_STAT_DROPPED, N_PED_STATS)
 from observe cimport (OBS_TYPE_VEHICLE, OBS_TYPE_PEDESTRIAN, OBS_TYPE_CYCLIST, PARTNER_WIDTH, PARTNER_ACCEL_WIDTH,
                       ROAD_WIDTH, TRAFFIC_WIDTH, OBS_CLAMP, type_code)
 
@@ -37,7 +39,12 @@ CONSEQUENCES = _ordered("consequences", (
     (CONSEQ_NONE, "NONE"), (CONSEQ_STOP, "STOP"), (CONSEQ_REMOVE, "REMOVE")), N_CONSEQUENCES)
 #: Agent roles (the ``role`` column of ``Engine.agents``).
 ROLES = _ordered("roles", (
-    (ROLE_CONTROLLED, "CONTROLLED"), (ROLE_STATIC, "STATIC"), (ROLE_LOG, "LOG"), (ROLE_IDM, "IDM")), N_ROLES)
+    (ROLE_CONTROLLED, "CONTROLLED"), (ROLE_STATIC, "STATIC"), (ROLE_LOG, "LOG"), (ROLE_IDM, "IDM"),
+    (ROLE_CROSSER, "CROSSER"), (ROLE_JAYWALKER, "JAYWALKER")), N_ROLES)
+#: Kinds of crossing group at a crosswalk (``CrossingGroup``).
+CROSSING_GROUPS = _ordered("crossing groups", (
+    (GROUP_SINGLE, "SINGLE"), (GROUP_PACK, "PACK"), (GROUP_BIDIRECTIONAL, "BIDIRECTIONAL"),
+    (GROUP_STAGGERED, "STAGGERED")), N_GROUP_KINDS)
 #: How a stop line is controlled (``ControlType``).
 CONTROL_TYPES = _ordered("control types", (
     (SLC_NONE, "NONE"), (SLC_SIGNAL, "SIGNAL"), (SLC_STOP_SIGN, "STOP_SIGN")), N_CONTROL_TYPES)
@@ -112,6 +119,10 @@ CLASS_PARAMS = _ordered("class parameters", (
     (CP_COMF_ALONG, "comfort_accel_long"), (CP_COMF_ALAT, "comfort_accel_lat"), (CP_COMF_JLONG, "comfort_jerk_long"),
     (CP_COMF_JLAT, "comfort_jerk_lat"), (CP_CORNERING, "cornering_stiffness"), (CP_MASS, "mass"),
     (CP_WEIGHT, "class_weight")), N_CP)
+#: Columns of ``Engine.pedestrian_stats`` (per-world counters of the pedestrian generators).
+PEDESTRIAN_STATS = _ordered("pedestrian stats", (
+    (PED_STAT_CROSSWALK_EVENTS, "crosswalk_events"), (PED_STAT_JAYWALK_EVENTS, "jaywalk_events"),
+    (PED_STAT_ENTERED, "entered"), (PED_STAT_LEFT, "left"), (PED_STAT_DROPPED, "dropped")), N_PED_STATS)
 #: Observation type code of each agent class (tables 9, 10), from the observation writer itself.
 TYPE_CODES = tuple(type_code(c) for c in range(N_CLASSES))
 #: The observation's categorical type codes by name.
@@ -130,4 +141,5 @@ VOCABULARY = {
     "stop_states": STOP_STATES, "road_types": ROAD_TYPES, "kinematic_params": KINEMATIC_PARAMS,
     "counters": COUNTER_NAMES, "episode_metrics": EPISODE_METRIC_NAMES, "collision_types": COLLISION_TYPES,
     "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
+    "crossing_groups": CROSSING_GROUPS, "pedestrian_stats": PEDESTRIAN_STATS,
 }

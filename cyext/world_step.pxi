@@ -1,7 +1,8 @@
 # One step of one world, as module-level functions of _engine.pyx taking the engine (they run
 # without the GIL, one world per call, possibly on several threads at once). ``_step_world`` is a
 # fixed sequence of named calls: open the slots -> signals tick -> motion (class dynamics for
-# controlled agents, IDM for rule-based vehicles, log replay) -> agent grid -> judge each controlled
+# controlled agents, IDM for rule-based vehicles, log replay) -> rule-based pedestrians (arrivals,
+# ORCA, leaving; pedestrians.pxd) -> agent grid -> judge each controlled
 # agent (rule checks from rules.pxd and traffic.pxd, its reward from rewards.pxd, counters and
 # consequences) -> truncation at the horizon -> observations (observe.pxd). Each helper touches
 # only world ``w``'s agents, generator, scratch and buffer rows, which is what makes worlds
@@ -17,6 +18,10 @@ cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
     _open_slots(e, w, over)
     signals_tick(e.wmap[w], &e.sigp, &st, &e.rngs[w], e.dt)
     _move_agents(e, w, over, &st)
+    if not over:
+        pedestrians_step(e.wmap[w], &e.agents[w * e.max_agents], &e.ped[w * e.max_agents], &e.n_agents[w],
+                         e.max_agents, &e.pedp, &e.cp[CLS_PEDESTRIAN * N_CP], &e.rngs[w], e.dt, e.z_gate,
+                         &e.ped_stats[w * N_PED_STATS])
     grid_build(&e.agents[w * e.max_agents], e.n_agents[w], &e.grid_head[w * AGENT_BUCKETS],
                &e.grid_next[w * e.max_agents], e.agent_cell)
     _judge_agents(e, w, over, &st)

@@ -28,7 +28,7 @@ from .config_checks import check_bool, check_enum, check_float, check_int, check
 from .maps.schema import AgentType
 
 __all__ = [
-    "AgentType", "ClassSpec", "Consequence", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
+    "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "PedestrianConfig", "RoadUsersConfig", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
@@ -501,6 +501,87 @@ class IdmConfig:
         check_float("IdmConfig.reroll_prob", self.reroll_prob, 0.0, 1.0)
 
 
+class CrossingGroup(IntEnum):
+    """Kinds of crossing group arriving at a crosswalk (TerraZero section 4.4, figure 4)."""
+
+    SINGLE = 0
+    """One crosser from either end."""
+    PACK = 1
+    """Several crossers from one end, side by side."""
+    BIDIRECTIONAL = 2
+    """A pack from each end at once, walking through each other under ORCA."""
+    STAGGERED = 3
+    """Several crossers from one end, one after another."""
+
+
+@dataclass(frozen=True)
+class PedestrianConfig:
+    """Rule-based pedestrians (TerraZero section 4.4, figure 4): crosswalk crossers under reciprocal
+    collision avoidance (ORCA, van den Berg et al. 2011) and mid-block jaywalkers. The paper names
+    the generators but gives no numbers; every value is ours. Both generators are off by default."""
+
+    crossing_rate: float = 0.0
+    """Crossing events (groups) per crosswalk per second, a Poisson rate >= 0; 0 turns crossers off (ours)."""
+    group_probs: tuple[float, float, float, float] = (0.4, 0.2, 0.2, 0.2)
+    """Probabilities of the group kinds (single, pack, bidirectional, staggered; ``CrossingGroup``
+    order), each in [0, 1], summing to 1 (ours)."""
+    group_size: tuple[int, int] = (2, 4)
+    """Members of a pack (per side for a bidirectional flow) and of a staggered sequence, a count
+    range within [1, 8] (ours)."""
+    stagger_interval: float = 1.5
+    """Seconds between the members of a staggered sequence, > 0 (ours)."""
+    walking_speed: tuple[float, float] = (1.0, 1.6)
+    """Preferred walking speed range (m/s), > 0 (ours; adult walking speeds are about 1.2-1.5 m/s)."""
+    max_speed: float = 2.0
+    """Speed limit of the ORCA velocity (m/s), > 0 and at least the fastest walking speed (ours)."""
+    radius: float = 0.35
+    """Least ORCA disc radius (m), > 0; a pedestrian whose box has a larger half diagonal uses that (ours)."""
+    neighbor_distance: float = 5.0
+    """Range (m, between disc edges) within which other pedestrians enter a walker's ORCA program, > 0 (ours;
+    RVO2's examples use 10-15 m for faster agents)."""
+    time_horizon: float = 2.0
+    """ORCA time horizon tau (s), > 0: velocities that would touch a neighbour within it are excluded (ours)."""
+    jaywalk_rate: float = 0.0
+    """Jaywalkers per world per second, a Poisson rate >= 0, each crossing a random spawn lane mid-block; 0 turns
+    them off (ours)."""
+    jaywalk_reach: float = 30.0
+    """How far (m) from the lane a jaywalker's road edges are searched for, > 0; a crossing point without an
+    edge within it on both sides is skipped (ours)."""
+    vehicle_yield_horizon: float = 3.0
+    """Seconds ahead over which IDM vehicles predict a moving pedestrian's straight walk and stop short of
+    where it would enter their path (crosswalk or not), >= 0; 0 turns yielding off (ours)."""
+
+    def __post_init__(self) -> None:
+        for name in ("crossing_rate", "jaywalk_rate", "vehicle_yield_horizon"):
+            check_float(f"PedestrianConfig.{name}", getattr(self, name), 0.0)
+        probs = check_tuple("PedestrianConfig.group_probs", self.group_probs, len(CrossingGroup))
+        for i, g in enumerate(CrossingGroup):
+            check_float(f"PedestrianConfig.group_probs[{i}] ({g.name.lower()})", probs[i], 0.0, 1.0)
+        if abs(sum(probs) - 1.0) > 1e-6:
+            raise ValueError(f"PedestrianConfig.group_probs: must sum to 1, got {sum(probs)!r}")
+        _set(self, "group_probs", probs)
+        _set(self, "group_size", check_pair("PedestrianConfig.group_size", self.group_size, 1, 8, ints=True))
+        _set(self, "walking_speed", check_pair("PedestrianConfig.walking_speed", self.walking_speed, 0.0,
+                                               lo_open=True, unit=" (m/s)"))
+        for name in ("stagger_interval", "max_speed", "radius", "neighbor_distance", "time_horizon", "jaywalk_reach"):
+            check_float(f"PedestrianConfig.{name}", getattr(self, name), 0.0, lo_open=True)
+        if self.max_speed < self.walking_speed[1]:
+            raise ValueError(f"PedestrianConfig.max_speed: {self.max_speed!r} is below the fastest walking speed "
+                             f"{self.walking_speed[1]!r}")
+
+
+@dataclass(frozen=True)
+class RoadUsersConfig:
+    """Rule-based road users beyond IDM traffic (TerraZero section 4.4)."""
+
+    pedestrians: PedestrianConfig = field(default_factory=PedestrianConfig)
+    """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pedestrians, PedestrianConfig):
+            raise ValueError(f"RoadUsersConfig.pedestrians: a PedestrianConfig, got {type(self.pedestrians).__name__}")
+
+
 def _default_consequences() -> dict[str, Consequence]:
     return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE}
 
@@ -545,6 +626,8 @@ class EngineConfig:
     """Signals and stop signs (sections 3.3, 4.5)."""
     idm: IdmConfig = field(default_factory=IdmConfig)
     """Reactive IDM vehicles (section 4.4)."""
+    road_users: RoadUsersConfig = field(default_factory=RoadUsersConfig)
+    """Rule-based road users: pedestrian generators (section 4.4)."""
 
     def __post_init__(self) -> None:
         maps = check_tuple("EngineConfig.maps", self.maps, min_len=1)
@@ -559,7 +642,8 @@ class EngineConfig:
         if self.num_worlds * self.slots_per_world > 2**20:
             raise ValueError(f"EngineConfig.num_worlds x slots_per_world: at most {2**20} slots (buffers are "
                              f"allocated per slot), got {self.num_worlds} x {self.slots_per_world}")
-        for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig)):
+        for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig),
+                           ("road_users", RoadUsersConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"EngineConfig.{name}: a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         if self.max_agents_per_world < self.slots_per_world:
@@ -606,6 +690,10 @@ class EngineConfig:
         for sub in ("obs", "init", "signals", "idm"):
             if isinstance(kw.get(sub), dict):
                 kw[sub] = replace(getattr(self, sub), **kw[sub])
+        if isinstance(kw.get("road_users"), dict):
+            ru = {k: replace(getattr(self.road_users, k), **v) if isinstance(v, dict) else v
+                  for k, v in kw["road_users"].items()}
+            kw["road_users"] = replace(self.road_users, **ru)
         known = {f.name for f in fields(self)}
         bad = set(kw) - known
         if bad:

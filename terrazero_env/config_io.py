@@ -80,6 +80,10 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                 x = getattr(v, g.name)
                 sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)
             out[f.name] = sub
+        elif f.name == "road_users":
+            out[f.name] = {g.name: {h.name: _plain(getattr(getattr(v, g.name), h.name))
+                                    for h in dataclasses.fields(getattr(v, g.name))}
+                           for g in dataclasses.fields(v)}
         else:
             out[f.name] = _plain(v)
     return out
@@ -154,6 +158,16 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
                 else:
                     fields[k] = _tuple(x)
             kw[key] = dataclasses.replace(sub_base, **fields)
+        elif key == "road_users":
+            _check_keys(v, {g.name for g in dataclasses.fields(base.road_users)}, key)
+            groups = {}
+            for name, sub in v.items():
+                sub_base = getattr(base.road_users, name)
+                if not isinstance(sub, Mapping):
+                    raise ValueError(f"road_users.{name}: a mapping of its fields, got {sub!r}")
+                _check_keys(sub, {g.name for g in dataclasses.fields(sub_base)}, f"road_users.{name}")
+                groups[name] = dataclasses.replace(sub_base, **{k: _tuple(x) for k, x in sub.items()})
+            kw[key] = dataclasses.replace(base.road_users, **groups)
         else:
             kw[key] = _tuple(v)
     return dataclasses.replace(base, **kw)

@@ -30,7 +30,9 @@ from .maps.terrabin import load as load_tzb
 
 __all__ = [
     "AGENT_CLASSES", "CLASS_PARAMS", "COLLISION_TYPES", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES",
-    "DYNAMICS_MODELS", "ENTITY_WIDTHS", "EPISODE_METRIC_NAMES", "METRIC_PARAMS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
+    "CROSSING_GROUPS", "DYNAMICS_MODELS", "ENTITY_WIDTHS", "EPISODE_METRIC_NAMES", "GOAL_BEHAVIORS", "INIT_MODES",
+    "KINEMATIC_PARAMS", "METRIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "PEDESTRIAN_STATS", "REWARD_PARAMS",
+    "orca_solve_batch", "orca_step_batch",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
     "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_tables",
@@ -46,6 +48,8 @@ COUNTER_NAMES = _engine.COUNTER_NAMES
 EPISODE_METRIC_NAMES = _engine.EPISODE_METRIC_NAMES
 COLLISION_TYPES = _engine.COLLISION_TYPES
 METRIC_PARAMS = _engine.METRIC_PARAMS
+CROSSING_GROUPS = _engine.CROSSING_GROUPS
+PEDESTRIAN_STATS = _engine.PEDESTRIAN_STATS
 DYNAMICS_MODELS = _engine.DYNAMICS_MODELS
 ENTITY_WIDTHS = _engine.ENTITY_WIDTHS
 GOAL_BEHAVIORS = _engine.GOAL_BEHAVIORS
@@ -68,6 +72,8 @@ box_ttc_batch = _engine.box_ttc_batch
 collision_type_batch = _engine.collision_type_batch
 footprint_offroad = _engine.footprint_offroad
 obb_overlap_batch = _engine.obb_overlap_batch
+orca_solve_batch = _engine.orca_solve_batch
+orca_step_batch = _engine.orca_step_batch
 points_in_polygon = _engine.points_in_polygon
 segments_intersect_batch = _engine.segments_intersect_batch
 # Entry-point checks shared with the worker-process engine (cyext/scene_checks.pxi).

@@ -22,6 +22,8 @@ from terrazero_env.config import (
     InitConfig,
     InitMode,
     ObsConfig,
+    PedestrianConfig,
+    RoadUsersConfig,
     SignalConfig,
     SignalController,
     default_classes,
@@ -136,6 +138,27 @@ BAD: list[tuple[type, str, object, str]] = [
     (IdmConfig, "max_decel", INF, "IdmConfig.max_decel"),
     (IdmConfig, "curve_lat_accel", -2.0, "IdmConfig.curve_lat_accel"),
     (IdmConfig, "side_margin", NAN, "IdmConfig.side_margin"),
+    # PedestrianConfig, RoadUsersConfig
+    (PedestrianConfig, "crossing_rate", -0.1, "PedestrianConfig.crossing_rate"),
+    (PedestrianConfig, "crossing_rate", NAN, "PedestrianConfig.crossing_rate"),
+    (PedestrianConfig, "group_probs", (0.5, 0.5, 0.5, -0.5), "PedestrianConfig.group_probs[3]"),
+    (PedestrianConfig, "group_probs", (0.5, 0.2, 0.2, 0.2), "PedestrianConfig.group_probs"),
+    (PedestrianConfig, "group_probs", (0.5, 0.5), "PedestrianConfig.group_probs"),
+    (PedestrianConfig, "group_size", (0, 3), "PedestrianConfig.group_size"),
+    (PedestrianConfig, "group_size", (2, 9), "PedestrianConfig.group_size"),
+    (PedestrianConfig, "group_size", (2.5, 3), "PedestrianConfig.group_size"),
+    (PedestrianConfig, "stagger_interval", 0.0, "PedestrianConfig.stagger_interval"),
+    (PedestrianConfig, "walking_speed", (1.6, 1.0), "PedestrianConfig.walking_speed"),
+    (PedestrianConfig, "walking_speed", (0.0, 1.0), "PedestrianConfig.walking_speed"),
+    (PedestrianConfig, "max_speed", 1.0, "PedestrianConfig.max_speed"),
+    (PedestrianConfig, "max_speed", INF, "PedestrianConfig.max_speed"),
+    (PedestrianConfig, "radius", 0.0, "PedestrianConfig.radius"),
+    (PedestrianConfig, "neighbor_distance", -1.0, "PedestrianConfig.neighbor_distance"),
+    (PedestrianConfig, "time_horizon", NAN, "PedestrianConfig.time_horizon"),
+    (PedestrianConfig, "jaywalk_rate", "0.1", "PedestrianConfig.jaywalk_rate"),
+    (PedestrianConfig, "jaywalk_reach", 0.0, "PedestrianConfig.jaywalk_reach"),
+    (PedestrianConfig, "vehicle_yield_horizon", -1.0, "PedestrianConfig.vehicle_yield_horizon"),
+    (RoadUsersConfig, "pedestrians", {"crossing_rate": 0.1}, "RoadUsersConfig.pedestrians"),
     # EngineConfig
     (EngineConfig, "maps", (), "EngineConfig.maps"),
     (EngineConfig, "maps", "grid_town", "EngineConfig.maps"),
@@ -162,6 +185,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (EngineConfig, "init", None, "EngineConfig.init"),
     (EngineConfig, "signals", 0, "EngineConfig.signals"),
     (EngineConfig, "idm", "idm", "EngineConfig.idm"),
+    (EngineConfig, "road_users", {"pedestrians": {}}, "EngineConfig.road_users"),
 ]
 
 # Every on/off feature flag of the observation takes a bool only (1 or "yes" is rejected).
@@ -187,7 +211,8 @@ def test_a_bad_value_is_rejected_at_construction_naming_the_field(cls, field, va
 
 def test_every_field_has_a_row_in_the_table():
     covered = {(c, f) for c, f, _, _ in BAD}
-    for cls in (ClassSpec, ObsConfig, InitConfig, SignalConfig, IdmConfig, EngineConfig):
+    for cls in (ClassSpec, ObsConfig, InitConfig, SignalConfig, IdmConfig, PedestrianConfig, RoadUsersConfig,
+                EngineConfig):
         missing = [f.name for f in dataclasses.fields(cls) if (cls, f.name) not in covered and f.name != "rewards"]
         assert not missing, f"{cls.__name__} fields without a bad-value row: {missing}"
 
@@ -229,6 +254,8 @@ def test_valid_values_are_stored_in_canonical_form():
     ({"obs.lane_state": 1}, "ObsConfig.lane_state"),
     ({"num_worlds": 1.0}, "EngineConfig.num_worlds"),
     ({"idm.delta": "four"}, "IdmConfig.delta"),
+    ({"road_users.pedestrians.crossing_rate": -1}, "PedestrianConfig.crossing_rate"),
+    ({"road_users.pedestrians.rate": 1}, "road_users.pedestrians: unknown keys"),
 ])
 def test_the_same_checks_apply_to_config_overrides(overrides, where):
     import yaml

@@ -33,6 +33,7 @@ MIRRORS = {
     "signal_controllers": lambda: _by_value(config.SignalController),
     "signal_stages": lambda: tuple(n for _, n in sorted(
         (getattr(signal_plan, "STAGE_" + n), n) for n in ("LEFT", "THROUGH", "ALL"))),
+    "crossing_groups": lambda: _by_value(config.CrossingGroup),
     "reward_params": lambda: config.REWARD_PARAMS,
     "class_params": lambda: config.CLASS_PARAM_COLUMNS,
     "episode_metrics": lambda: metrics.EPISODE_METRICS,
