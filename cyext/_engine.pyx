@@ -38,7 +38,8 @@ from rewards cimport StepEvents, step_reward, goal_progress
 from scene cimport lane_length, lane_point, sample_goal
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
-from roadusers cimport IdmParams, idm_step, idm_accel
+from roadusers cimport IdmParams, idm_step, idm_accel, idm_draw_mode
+from static_actors cimport StaticParams, place_static_actors
 
 cnp.import_array()
 

@@ -29,6 +29,7 @@ from .maps.schema import AgentType
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "DynamicsModel", "EngineConfig", "GoalBehavior", "InitConfig",
+    "RoadUsersConfig", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
@@ -365,11 +366,13 @@ class InitConfig:
     try inside the compiled engine without returning to Python, so a huge count hangs it."""
     spawn_clearance: float = 1.0
     """Extra gap (m) around a new agent's box that must be free of other agents (ours)."""
-    idm_fraction: float = 0.0
-    """Share in [0, 1] of the background vehicles (cars, trucks, buses the policy does not control)
-    driven by the IDM controller (section 4.4); the rest stay parked where they were placed (ours)."""
     kinematic_range: tuple[float, float] = (0.5, 1.5)
-    """(min, max) of the four kinematic coefficients, dimensionless (appendix D.4, table 13: [0.5, 1.5])."""
+    """(min, max) of the four kinematic coefficients, dimensionless (appendix D.4, table 13: [0.5, 1.5]);
+    also the scale on which the ego observation normalizes them."""
+    class_kinematic_ranges: tuple[tuple[float, float], ...] | None = None
+    """Per class (car, truck, bus, pedestrian, cyclist), the (min, max) of its kinematic coefficients,
+    each inside ``kinematic_range``; None: ``kinematic_range`` for every class. Table 15's sim agent:
+    vehicles [0.5, 1.5], cyclists narrower, pedestrians fixed (``kinematic_ranges_table15``)."""
     randomize_kinematics: bool = True
     """Draw the kinematic coefficients per agent at reset (appendix D.4); False holds them at 1."""
 
@@ -396,10 +399,126 @@ class InitConfig:
             _set(self, name, check_pair(f"InitConfig.{name}", getattr(self, name), 0.0))
         for name in ("goal_min_forward", "spawn_clearance"):
             check_float(f"InitConfig.{name}", getattr(self, name), 0.0, unit=" of metres")
-        check_float("InitConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
         check_int("InitConfig.placement_tries", self.placement_tries, 1, MAX_PLACEMENT_TRIES,
                   " (a reset cannot be interrupted while it tries)")
         check_bool("InitConfig.randomize_kinematics", self.randomize_kinematics)
+        if self.class_kinematic_ranges is not None:
+            rs = check_tuple("InitConfig.class_kinematic_ranges", self.class_kinematic_ranges, 5)
+            lo, hi = self.kinematic_range
+            rs = tuple(check_pair(f"InitConfig.class_kinematic_ranges[{i}]", r, lo, hi) for i, r in enumerate(rs))
+            _set(self, "class_kinematic_ranges", rs)
+
+
+#: Per-class kinematic ranges of table 15's sim agent: vehicles [0.5, 1.5], cyclists narrower
+#: ([0.8, 1.2] is ours: the table gives no bounds), pedestrians fixed at 1.
+kinematic_ranges_table15: tuple[tuple[float, float], ...] = ((0.5, 1.5), (0.5, 1.5), (0.5, 1.5), (1.0, 1.0),
+                                                             (0.8, 1.2))
+
+
+class StaticKind(IntEnum):
+    """What a static actor is (the ``kind`` column of ``Engine.agents``; issue 16)."""
+
+    NONE = 0
+    """Not a static actor of a generator."""
+    PARKED = 1
+    CRASHED = 2
+    CONE = 3
+    WORKER = 4
+    DEBRIS = 5
+
+
+class StaticGenerator(IntEnum):
+    """Static-actor generators (TerraZero section 4.4, figure 4), in the engine's order."""
+
+    PARKED = 0
+    CRASH_DISC = 1
+    CRASH_CHAIN = 2
+    CRASH_TBONE = 3
+    CRASH_FAN = 4
+    CONE_GRID = 5
+    CONE_TAPER = 6
+    LANE_BLOCK = 7
+    DEBRIS = 8
+
+
+def _count_range(where: str, v: Any, hi: int = 64) -> tuple[int, int]:
+    """A per-episode count: a fixed integer or an inclusive ``(min, max)``."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = (v, v)
+    return check_pair(where, v, 0, hi, ints=True)
+
+
+@dataclass(frozen=True)
+class RoadUsersConfig:
+    """Rule-based road users of a scene (TerraZero section 4.4, issue 16)."""
+
+    # -- IDM traffic and static actors ------------------------------------------------------------
+    idm_fraction: float = 0.0
+    """Share in [0, 1] of the background vehicles (cars, trucks, buses the policy does not control)
+    driven by the IDM controller (section 4.4); the rest stay where they were placed (ours). The YAML
+    key ``init.idm_fraction`` of earlier configs is read as this field."""
+    idm_modes: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
+    cautious) at placement and reroll (section 4.4 names the modes; equal weights are ours)."""
+    parked: tuple[int, int] = (0, 0)
+    """Rows of parked vehicles per world, a count or (min, max) in [0, 64] (section 4.4; ours)."""
+    parked_row: tuple[int, int] = (1, 3)
+    """Vehicles per parked row, (min, max) in [1, 12] (ours)."""
+    crash_disc: tuple[int, int] = (0, 0)
+    """Crashed-vehicle clusters per world scattered over a disc (section 4.4, figure 4), a count or (min, max)."""
+    crash_chain: tuple[int, int] = (0, 0)
+    """Rear-end chains per world (section 4.4, figure 4), a count or (min, max)."""
+    crash_tbone: tuple[int, int] = (0, 0)
+    """T-bone pairs per world (section 4.4, figure 4), a count or (min, max)."""
+    crash_fan: tuple[int, int] = (0, 0)
+    """Outward fans per world (section 4.4, figure 4), a count or (min, max)."""
+    crash_vehicles: tuple[int, int] = (2, 4)
+    """Vehicles per disc or fan cluster, (min, max) in [1, 8]; a chain takes 2 to max (ours)."""
+    cone_grid: tuple[int, int] = (0, 0)
+    """Cone grids per world (construction zones, section 4.4), a count or (min, max)."""
+    cone_taper: tuple[int, int] = (0, 0)
+    """Diagonal cone tapers per world, each within one lane (section 4.4), a count or (min, max)."""
+    lane_block: tuple[int, int] = (0, 0)
+    """Perpendicular cone lines closing a lane, per world (section 4.4), a count or (min, max)."""
+    debris: tuple[int, int] = (0, 0)
+    """Isolated pieces of debris per world (section 4.4), a count or (min, max)."""
+    static_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Relative frequency (non-negative, not all zero) of car, truck and bus sizes among parked and
+    crashed vehicles (dimensions from each class's ranges; the weights are ours)."""
+    worker_prob: float = 0.5
+    """Probability in [0, 1] that a construction zone has stationary workers (ours)."""
+    workers: tuple[int, int] = (1, 2)
+    """Workers per zone that has them, (min, max) in [1, 8] (ours)."""
+    debris_size: tuple[float, float] = (0.3, 1.0)
+    """(min, max) side of a piece of debris (m) (ours)."""
+    static_clearance: float = 0.5
+    """Gap (m) a static group keeps from every agent placed before it (ours)."""
+    static_tries: int = 20
+    """Placement attempts per static instance, in [1, 1000] (ours)."""
+
+    def __post_init__(self) -> None:
+        check_float("RoadUsersConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
+        for name, n in (("idm_modes", 3), ("static_sizes", 3)):
+            w = check_tuple(f"RoadUsersConfig.{name}", getattr(self, name), n)
+            for i, x in enumerate(w):
+                check_float(f"RoadUsersConfig.{name}[{i}]", x, 0.0)
+            if sum(w) <= 0:
+                raise ValueError(f"RoadUsersConfig.{name}: {n} non-negative weights, not all zero, got {w}")
+            _set(self, name, w)
+        for g in StaticGenerator:
+            name = g.name.lower()
+            _set(self, name, _count_range(f"RoadUsersConfig.{name}", getattr(self, name)))
+        for name, lo, hi in (("parked_row", 1, 12), ("crash_vehicles", 1, 8), ("workers", 1, 8)):
+            _set(self, name, check_pair(f"RoadUsersConfig.{name}", getattr(self, name), lo, hi, ints=True))
+        check_float("RoadUsersConfig.worker_prob", self.worker_prob, 0.0, 1.0)
+        _set(self, "debris_size", check_pair("RoadUsersConfig.debris_size", self.debris_size, 0.05, 5.0,
+                                             unit=" of metres"))
+        check_float("RoadUsersConfig.static_clearance", self.static_clearance, 0.0, 10.0, unit=" of metres")
+        check_int("RoadUsersConfig.static_tries", self.static_tries, 1, 1000)
+
+    def static_counts(self) -> tuple[tuple[int, int], ...]:
+        """(min, max) instances per world of each generator, in ``StaticGenerator`` order."""
+        return tuple(getattr(self, g.name.lower()) for g in StaticGenerator)
 
 
 class SignalController(IntEnum):
@@ -545,6 +664,8 @@ class EngineConfig:
     """Signals and stop signs (sections 3.3, 4.5)."""
     idm: IdmConfig = field(default_factory=IdmConfig)
     """Reactive IDM vehicles (section 4.4)."""
+    road_users: RoadUsersConfig = field(default_factory=RoadUsersConfig)
+    """Composition of the rule-based road users: IDM share and modes, static generators (section 4.4)."""
 
     def __post_init__(self) -> None:
         maps = check_tuple("EngineConfig.maps", self.maps, min_len=1)
@@ -559,7 +680,8 @@ class EngineConfig:
         if self.num_worlds * self.slots_per_world > 2**20:
             raise ValueError(f"EngineConfig.num_worlds x slots_per_world: at most {2**20} slots (buffers are "
                              f"allocated per slot), got {self.num_worlds} x {self.slots_per_world}")
-        for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig)):
+        for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig),
+                           ("road_users", RoadUsersConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"EngineConfig.{name}: a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         if self.max_agents_per_world < self.slots_per_world:
@@ -603,7 +725,13 @@ class EngineConfig:
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
         """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""
-        for sub in ("obs", "init", "signals", "idm"):
+        if isinstance(kw.get("init"), dict) and "idm_fraction" in kw["init"]:
+            # Earlier configs held the IDM share under init.
+            kw["init"] = dict(kw["init"])
+            ru = kw.get("road_users", {}) if isinstance(kw.get("road_users", {}), dict) else kw["road_users"]
+            if isinstance(ru, dict):
+                kw["road_users"] = {"idm_fraction": kw["init"].pop("idm_fraction"), **ru}
+        for sub in ("obs", "init", "signals", "idm", "road_users"):
             if isinstance(kw.get(sub), dict):
                 kw[sub] = replace(getattr(self, sub), **kw[sub])
         known = {f.name for f in fields(self)}

@@ -74,7 +74,7 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                               for k, cols in v.items()}
         elif f.name == "consequences":
             out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
-        elif f.name in ("obs", "init", "signals", "idm"):
+        elif f.name in ("obs", "init", "signals", "idm", "road_users"):
             sub = {}
             for g in dataclasses.fields(v):
                 x = getattr(v, g.name)
@@ -119,6 +119,13 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
     if not isinstance(d, Mapping):
         raise ValueError(f"config: expected a mapping, got {type(d).__name__}")
     _check_keys(d, {f.name for f in dataclasses.fields(base)}, "config")
+    if isinstance(d.get("init"), Mapping) and "idm_fraction" in d["init"]:
+        # Backwards compatibility: the IDM share moved from init to road_users (road_users wins).
+        ru = d.get("road_users") or {}
+        if not isinstance(ru, Mapping):
+            raise ValueError(f"road_users: expected a mapping, got {type(ru).__name__}")
+        d = {**d, "init": {k: x for k, x in d["init"].items() if k != "idm_fraction"},
+             "road_users": {"idm_fraction": d["init"]["idm_fraction"], **ru}}
     kw: dict[str, Any] = {}
     for key, v in d.items():
         if key == "classes":
@@ -142,7 +149,7 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
-        elif key in ("obs", "init", "signals", "idm"):
+        elif key in ("obs", "init", "signals", "idm", "road_users"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
             fields = {}

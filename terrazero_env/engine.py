@@ -32,6 +32,7 @@ __all__ = [
     "AGENT_CLASSES", "CLASS_PARAMS", "CONSEQUENCES", "CONTROL_TYPES", "COUNTER_NAMES", "DYNAMICS_MODELS",
     "ENTITY_WIDTHS", "GOAL_BEHAVIORS", "INIT_MODES", "KINEMATIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "REWARD_PARAMS",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
+    "STATIC_KINDS", "STATIC_GENERATORS", "KIND_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
     "engine_tables", "footprint_offroad", "obb_overlap_batch", "points_in_polygon", "road_map",
     "segments_intersect_batch",
@@ -56,6 +57,9 @@ SIGNAL_CONTROLLERS = _engine.SIGNAL_CONTROLLERS
 SIGNAL_STAGES = _engine.SIGNAL_STAGES
 SIGNAL_STATES = _engine.SIGNAL_STATES
 STOP_STATES = _engine.STOP_STATES
+STATIC_KINDS = _engine.STATIC_KINDS
+STATIC_GENERATORS = _engine.STATIC_GENERATORS
+KIND_CODES = _engine.KIND_CODES
 TYPE_CODES = _engine.TYPE_CODES
 VOCABULARY = _engine.VOCABULARY
 ObsLayout = _engine.ObsLayout

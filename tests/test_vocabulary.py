@@ -34,6 +34,8 @@ MIRRORS = {
     "signal_stages": lambda: tuple(n for _, n in sorted(
         (getattr(signal_plan, "STAGE_" + n), n) for n in ("LEFT", "THROUGH", "ALL"))),
     "reward_params": lambda: config.REWARD_PARAMS,
+    "static_kinds": lambda: _by_value(config.StaticKind),
+    "static_generators": lambda: _by_value(config.StaticGenerator),
     "class_params": lambda: config.CLASS_PARAM_COLUMNS,
 }
 
