@@ -109,14 +109,15 @@ cdef inline double _curb_offset(const MapC* m, int lane, double s, double side, 
     return fabs(lat)
 
 
-cdef inline bint _pick_lane(const MapC* m, Rng* rng, double need, int* lane, double* s) noexcept nogil:
-    """A random spawn lane outside intersections with ``need`` metres of room, and an arc length
-    leaving that room ahead."""
+cdef inline bint _pick_lane(const MapC* m, Rng* rng, double need, int* lane, double* s,
+                            bint junctions=False) noexcept nogil:
+    """A random spawn lane (outside intersections unless ``junctions``) with ``need`` metres of room,
+    and an arc length leaving that room ahead."""
     cdef double L
     if m.n_spawn_lanes == 0:
         return False
     lane[0] = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
-    if m.lane_inter[lane[0]] >= 0:
+    if m.lane_inter[lane[0]] >= 0 and not junctions:
         return False
     L = lane_length(m, lane[0])
     if L < need + 2.0:
@@ -157,8 +158,9 @@ cdef inline void _place(Agent* a, double x, double y, double z, double h) noexce
 
 
 cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const double* cp, int layout, Agent* g,
-                           int room) noexcept nogil:
-    """A crashed-vehicle cluster on or beside a lane in one of figure 4's layouts."""
+                           int room, double z_gate) noexcept nogil:
+    """A crashed-vehicle cluster on or beside a lane (intersections included) in one of figure 4's
+    layouts; disc members are drawn until they stay on the road, a T-bone tries both sides."""
     cdef int lane, k, j, n, t
     cdef double s, x0, y0, z0, h0, x, y, z, h, r, ang, R, r0, side, wmax = 0.0, lat
     cdef bint clash
@@ -170,7 +172,7 @@ cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const
         n = _draw(rng, p.crash_lo, p.crash_hi)
     if n > room:
         n = room
-    if n < 1 or not _pick_lane(m, rng, n * 8.0 + 8.0, &lane, &s):
+    if n < 1 or not _pick_lane(m, rng, n * 6.0 + 8.0, &lane, &s, True):
         return 0
     lat = rng_range(rng, -0.4, 0.4) * m.lane_width[lane]
     _frame(m, lane, s + 4.0, lat, &x0, &y0, &z0, &h0)
@@ -178,14 +180,14 @@ cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const
         _vehicle(&g[k], rng, p, cp, KIND_CRASHED, x0, y0, z0, h0)
         wmax = g[k].width if g[k].width > wmax else wmax
     if layout == GEN_CRASH_DISC:
-        R = 3.0 + 2.0 * n
+        R = 2.0 + 1.5 * n
         for k in range(n):
-            for t in range(30):  # a uniform point of the disc, clear of the members placed so far
+            for t in range(30):  # a uniform point of the disc, on the road, clear of the members so far
                 r = R * sqrt(rng_uniform(rng))
                 ang = rng_range(rng, -PI(), PI())
                 _place(&g[k], x0 + r * cos(ang), y0 + r * sin(ang), z0, rng_range(rng, -PI(), PI()))
-                clash = False
-                for j in range(k):
+                clash = offroad(m, &g[k], z_gate)
+                for j in range(k if not clash else 0):
                     if obb_overlap(g[k].x, g[k].y, g[k].heading, g[k].length + 0.2, g[k].width + 0.2,
                                    g[j].x, g[j].y, g[j].heading, g[j].length, g[j].width):
                         clash = True
@@ -206,11 +208,16 @@ cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const
         _place(&g[0], x0, y0, z0, h0)
         r = 0.5 * g[0].width + 0.2 + 0.1 + 0.5 * g[1].length
         ang = rng_range(rng, -0.25, 0.25) * g[0].length
-        _place(&g[1], x0 + ang * cos(h0) - side * r * sin(h0), y0 + ang * sin(h0) + side * r * cos(h0), z0,
-               h0 - side * 0.5 * PI() + rng_range(rng, -0.15, 0.15))
+        h = rng_range(rng, -0.15, 0.15)
+        for t in range(2):
+            _place(&g[1], x0 + ang * cos(h0) - side * r * sin(h0), y0 + ang * sin(h0) + side * r * cos(h0), z0,
+                   h0 - side * 0.5 * PI() + h)
+            if not offroad(m, &g[1], z_gate):
+                break
+            side = -side
     else:
         # Outward fan: noses out from a common point, evenly spread with a jitter.
-        r0 = (0.5 * wmax + 0.2 + 0.2) / sin(PI() / n) if n > 2 else 0.5 * wmax + 0.2 + 0.5
+        r0 = (0.5 * wmax + 0.2 + 0.1) / sin(PI() / n) if n > 2 else 0.5 * wmax + 0.2 + 0.3
         ang = rng_range(rng, -PI(), PI())
         for k in range(n):
             h = ang + 2.0 * PI() * k / n + rng_range(rng, -0.1, 0.1)
@@ -339,7 +346,7 @@ cdef inline int place_static_actors(const MapC* m, Rng* rng, Agent* agents, int 
                 if gen == GEN_PARKED:
                     k = _gen_parked(m, rng, p, cp, &agents[n], min(cap - n, MAX_GROUP), z_gate)
                 elif gen <= GEN_CRASH_FAN:
-                    k = _gen_crash(m, rng, p, cp, gen, &agents[n], min(cap - n, MAX_GROUP))
+                    k = _gen_crash(m, rng, p, cp, gen, &agents[n], min(cap - n, MAX_GROUP), z_gate)
                 elif gen <= GEN_LANE_BLOCK:
                     k = _gen_cones(m, rng, p, gen, &agents[n], min(cap - n, MAX_GROUP))
                 else:
