@@ -3,7 +3,7 @@
 obstacles in a world at reset. Parked vehicles stand in rows at the curb (the outer side a margin
 from the road edge on the handedness side, aligned with the lane), crashed-vehicle clusters take one
 of figure 4's layouts (uniform disc, rear-end chain, T-bone, outward fan), construction zones tile
-cones as a grid, a diagonal taper within one lane or a perpendicular line closing a lane (each
+cones as a grid over one lane, a diagonal taper within one lane or a perpendicular line closing a lane (each
 with optional stationary workers), and debris lies off a lane centre. A generator writes a whole
 group of agents at once; the group is kept only when no member overlaps another member or any agent
 already placed (with a clearance), and none leaves the road, else it is tried again elsewhere. The
@@ -247,29 +247,29 @@ cdef inline int _gen_cones(const MapC* m, Rng* rng, const StaticParams* p, int l
     """A construction zone of cones within one lane (grid, taper or lane-block closure) with optional
     workers: the grid's inside them, the taper's and the closure's in the closed stretch past them."""
     cdef int lane, k, i, j, rows, cols, n = 0
-    cdef double s, w, hw, x, y, z, h, ds, lat0, lat1, side = 1.0 if m.handedness == 1 else -1.0
+    cdef double s, w, hw, x, y, z, h, ds, side = 1.0 if m.handedness == 1 else -1.0
     if not _pick_lane(m, rng, 24.0, &lane, &s):
         return 0
     w = m.lane_width[lane]
     hw = 0.5 * w - 0.5 * 0.4 - 0.15   # cones keep inside the lane's own edges
     if layout == GEN_CONE_GRID:
+        # Rows spread over the lane's width, columns along it: the lane is closed, its edges kept.
         rows = 2 + <int>rng_int(rng, 2)
         cols = 3 + <int>rng_int(rng, 4)
         ds = rng_range(rng, 1.5, 2.5)
-        lat0 = rng_range(rng, -0.2, 0.2) * w
         for i in range(rows):
             for j in range(cols):
                 if n >= room:
                     return n
-                _frame(m, lane, s + j * ds, lat0 + (i - 0.5 * (rows - 1)) * ds * 0.8, &x, &y, &z, &h)
+                _frame(m, lane, s + j * ds, -hw + 2.0 * hw * i / (rows - 1), &x, &y, &z, &h)
                 _actor(&g[n], KIND_CONE, CLS_CAR, x, y, z, h, 0.4, 0.4, 0.7)
                 n += 1
-        if rows > 1 and cols > 1:
-            n += _workers(m, rng, p, &g[n], room - n, lane, s + 0.6, s + (cols - 1) * ds - 0.6,
-                          lat0 - 0.5 * (rows - 1) * ds * 0.8 + 0.6, lat0 + 0.5 * (rows - 1) * ds * 0.8 - 0.6)
+        n += _workers(m, rng, p, &g[n], room - n, lane, s + 0.6, s + (cols - 1) * ds - 0.6, -hw + 0.6, hw - 0.6)
     elif layout == GEN_CONE_TAPER:
-        # From the curb-side edge diagonally to the lane's far edge: the lane narrows and closes, the
-        # adjacent lane stays clear.
+        # Diagonally across the lane toward the edge it shares with the lane left open: from the curb
+        # on a curb lane, else from the lane's other edge; the adjacent lane holds no cone.
+        if _curb_offset(m, lane, s, side, 1.0) < 0:
+            side = -side
         k = 5 + <int>rng_int(rng, 4)
         ds = rng_range(rng, 1.8, 3.0)
         for i in range(k):
