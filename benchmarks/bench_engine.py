@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from terrazero_env import engine as core
-from terrazero_env.config import Consequence, EngineConfig, InitConfig, ObsConfig
+from terrazero_env.config import Consequence, EngineConfig, InitConfig, ObsConfig, RoadUsersConfig
 from terrazero_env.maps import asset_path, load
 
 CONFIGS = [(1, 32), (16, 32), (64, 16)]
@@ -35,7 +35,8 @@ def bench(map_name: str, W: int, K: int, steps: int, repeats: int = 3, threads: 
     cfg = EngineConfig(
         num_worlds=W, slots_per_world=K, max_agents_per_world=K + idm, episode_length=100_000,
         consequences={k: Consequence.NONE for k in ("collision", "offroad", "wrong_way")},
-        init=InitConfig(num_agents=(K + idm, K + idm), placement_tries=200, idm_fraction=1.0),
+        init=InitConfig(num_agents=(K + idm, K + idm), placement_tries=200),
+        road_users=RoadUsersConfig(idm_fraction=1.0),
         obs=ObsConfig(lane_state=True, partner_acceleration=True),
     )
     e = core.Engine(cfg, maps=m, num_threads=threads)

@@ -214,6 +214,29 @@ cdef enum:
     KIN_VEL = 3
     N_KIN = 4
 
+# What a static actor is (Agent.kind; terrazero_env.config.StaticKind). Ordinary agents are KIND_NONE.
+cdef enum:
+    KIND_NONE = 0
+    KIND_PARKED = 1            # a parked car, bus or truck at the curb
+    KIND_CRASHED = 2           # a vehicle of a crashed-vehicle cluster
+    KIND_CONE = 3              # a traffic cone of a construction zone
+    KIND_WORKER = 4            # a stationary worker of a construction zone (pedestrian-sized)
+    KIND_DEBRIS = 5            # an isolated piece of debris
+    N_KINDS = 6
+
+# Static-actor generators (TerraZero section 4.4, figure 4; terrazero_env.config.StaticGenerator).
+cdef enum:
+    GEN_PARKED = 0             # a row of parked vehicles along the curb
+    GEN_CRASH_DISC = 1         # crashed vehicles scattered uniformly over a disc
+    GEN_CRASH_CHAIN = 2        # a rear-end chain along a lane
+    GEN_CRASH_TBONE = 3        # one vehicle across another's side
+    GEN_CRASH_FAN = 4          # vehicles fanned outward from a common point
+    GEN_CONE_GRID = 5          # a rectangular grid of cones
+    GEN_CONE_TAPER = 6         # a diagonal taper of cones across part of a lane
+    GEN_LANE_BLOCK = 7         # a perpendicular line of cones closing a lane
+    GEN_DEBRIS = 8             # one piece of debris off the lane centre
+    N_GENERATORS = 9
+
 
 ctypedef struct SegGridC:
     # Segments of a polyline set indexed by a uniform grid (see SegmentGrid).
@@ -320,6 +343,7 @@ ctypedef struct Agent:
     # traffic rules
     double front_x, front_y    # front centre before this step's motion (swept-path test)
     int stop_state, red_light, ran_stop_line
+    int kind                   # KIND_*: what a static actor is (fills the padding before stop_dwell)
     double stop_dwell, stop_need
     # rule-based driving (IDM + pure pursuit along a lane-graph route)
     double lane_s

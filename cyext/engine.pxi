@@ -85,6 +85,9 @@ cdef class Engine:
     cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)
     cdef PedState* ped                       # [W * max_agents]: their per-row state
     cdef long long* ped_stats                # [W, N_PED_STATS]
+    cdef StaticParams statp                  # static-actor generators (static_actors.pxd)
+    cdef double ckin_lo[N_CLASSES]           # per-class kinematic coefficient ranges
+    cdef double ckin_hi[N_CLASSES]
     cdef StopRules stop_rules
     cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
     cdef object _sig                         # numpy owners of the signal-state arrays
@@ -318,7 +321,7 @@ cdef class Engine:
         self.idmp.max_decel = idm.max_decel
         self.idmp.curve_accel = idm.curve_lat_accel
         self.idmp.side_margin = idm.side_margin
-        self.idm_fraction = ini.idm_fraction
+        self._load_road_users(cfg)
         self._load_pedestrians(cfg.road_users.pedestrians)
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)
@@ -363,6 +366,31 @@ cdef class Engine:
         v = self._buffers["ped_stats"].view()
         v.flags.writeable = False
         return v
+    cdef _load_road_users(self, cfg):
+        """IDM share and mode mix, per-class kinematic ranges and the static generators' table."""
+        ru = cfg.road_users
+        self.idm_fraction = ru.idm_fraction
+        w = [float(x) for x in ru.idm_modes]
+        self.idmp.mode_uniform = 1 if w[0] == w[1] == w[2] else 0
+        for k in range(3):
+            self.idmp.mode_cdf[k] = sum(w[:k + 1]) / sum(w)
+        ranges = cfg.init.class_kinematic_ranges or (cfg.init.kinematic_range,) * N_CLASSES
+        for c in range(N_CLASSES):
+            self.ckin_lo[c], self.ckin_hi[c] = ranges[c]
+        cdef StaticParams* p = &self.statp
+        p.any = 0
+        for g, (lo, hi) in enumerate(ru.static_counts()):
+            p.count_lo[g], p.count_hi[g] = lo, hi
+            p.any = p.any or hi > 0
+        p.row_lo, p.row_hi = ru.parked_row
+        for k in range(3):
+            p.size_w[k] = ru.static_sizes[k]
+        p.crash_lo, p.crash_hi = ru.crash_vehicles
+        p.worker_prob = ru.worker_prob
+        p.workers_lo, p.workers_hi = ru.workers
+        p.debris_lo, p.debris_hi = ru.debris_size
+        p.clearance = ru.static_clearance
+        p.tries = ru.static_tries
 
     cdef _set_obs_layout(self, o, alpha):
         cdef EgoLayout* e = &self.ego
@@ -599,7 +627,8 @@ cdef class Engine:
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
         optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
         for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
-        1 assertive, 2 cautious), ``goal`` ((x, y)), ``goal_hidden``, ``kin`` (4 values),
+        1 assertive, 2 cautious), ``kind`` (a static actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,
+        ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         ``seed``: an integer in [0, 2**64) for the world's generator.
 

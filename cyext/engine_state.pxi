@@ -72,7 +72,8 @@ cdef _agents_view(Engine e):
             ("alive", <size_t>&probe.alive - b), ("collided", <size_t>&probe.collided - b),
             ("offroad", <size_t>&probe.offroad - b), ("wrong_way", <size_t>&probe.wrong_way - b),
             ("red_light", <size_t>&probe.red_light - b), ("ran_stop_line", <size_t>&probe.ran_stop_line - b),
-            ("goal_reached", <size_t>&probe.goal_reached - b)]
+            ("goal_reached", <size_t>&probe.goal_reached - b), ("kind", <size_t>&probe.kind - b),
+            ("idm_mode", <size_t>&probe.idm_mode - b)]
     dt = np.dtype({"names": [n for n, _ in fields] + [n for n, _ in ints],
                    "formats": ["<f8"] * len(fields) + ["<i4"] * len(ints),
                    "offsets": [o for _, o in fields] + [o for _, o in ints],

@@ -14,7 +14,8 @@ here.
 from libc.stdint cimport uint16_t, uint32_t
 from libc.string cimport memcpy
 from libc.math cimport sqrt, fabs
-from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
+from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
+                    KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
 from rng cimport Rng, rng_uniform, rng_normal
 
@@ -24,6 +25,9 @@ cdef enum:
     OBS_TYPE_VEHICLE = 1
     OBS_TYPE_PEDESTRIAN = 2
     OBS_TYPE_CYCLIST = 3
+    OBS_TYPE_STATIC_VEHICLE = 4    # a parked or crashed vehicle (issue 16; table 10 allows more types)
+    OBS_TYPE_CONE = 5
+    OBS_TYPE_DEBRIS = 6
 
 # Values per entity (tables 10-12), without the partners' optional acceleration pair. layout.pxi
 # checks its feature tables add up to these.
@@ -156,6 +160,20 @@ cdef inline int type_code(int cls) noexcept nogil:
     return OBS_TYPE_VEHICLE
 
 
+cdef inline int kind_code(int cls, int kind) noexcept nogil:
+    """Type code of a partner: its class's, or for a static actor its kind's (a worker is a
+    pedestrian; parked and crashed vehicles share one code)."""
+    if kind == KIND_PARKED or kind == KIND_CRASHED:
+        return OBS_TYPE_STATIC_VEHICLE
+    if kind == KIND_CONE:
+        return OBS_TYPE_CONE
+    if kind == KIND_DEBRIS:
+        return OBS_TYPE_DEBRIS
+    if kind == KIND_WORKER:
+        return OBS_TYPE_PEDESTRIAN
+    return type_code(cls)
+
+
 # Offsets of each ego feature inside the ego group (-1 when disabled); filled by the engine from the
 # layout table in _engine.pyx.
 ctypedef struct EgoLayout:
@@ -286,7 +304,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
         v[4] = p.cos_h * a.cos_h + p.sin_h * a.sin_h
         v[5] = p.sin_h * a.cos_h - p.cos_h * a.sin_h
         v[6] = sqrt(p.speed * p.speed + p.v_lat * p.v_lat) * L.n.speed_scale
-        v[7] = type_code(p.cls)
+        v[7] = kind_code(p.cls, p.kind)
         obs_put_n(o, base, v, PARTNER_WIDTH)
         if L.accel >= 0:
             v[0] = p.a_long / L.n.accel_long_range

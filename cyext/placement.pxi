@@ -50,6 +50,9 @@ cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
             slot += 1
         a.goal_x, a.goal_y = spec.get("goal", (a.x, a.y))
         a.goal_hidden = 1 if spec.get("goal_hidden", False) else 0
+        a.kind = int(spec.get("kind", KIND_NONE))
+        if not 0 <= a.kind < N_KINDS:
+            raise ValueError(f"agents[{i}]: unknown static kind {spec['kind']!r}")
         a.alive = 1
         e.n_agents[world] = i + 1
     with nogil:
@@ -78,7 +81,7 @@ cdef void _init_agent(Engine e, Py_ssize_t w, Agent* a, int c, int role) noexcep
     a.height = rng_range(rng, cp[CP_HGT_LO], cp[CP_HGT_HI])
     a.wheelbase = a.length * cp[CP_WHEELBASE]
     for k in range(4):
-        a.kin[k] = rng_range(rng, e.kin_lo, e.kin_hi) if e.randomize_kin else 1.0
+        a.kin[k] = rng_range(rng, e.ckin_lo[c], e.ckin_hi[c]) if e.randomize_kin else 1.0
     for k in range(N_REWARD):
         if e.ron[c * N_REWARD + k]:
             lo = e.rlo[c * N_REWARD + k]
@@ -235,7 +238,12 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     cdef Agent* a
     cdef bint ok
     target = e.n_min + rng_int(rng, e.n_max - e.n_min + 1)
+    # Static actors first (issue 16), so the agents below are placed clear of them; they leave room
+    # for the most agents a world may draw.
+    n = place_static_actors(m, rng, &e.agents[base], 0, e.max_agents - e.n_max, &e.statp, e.cp, e.z_gate)
     for k in range(target):
+        if n >= e.max_agents:
+            break
         for attempt in range(e.tries):
             c = _sample_class(e, w)
             role = ROLE_CONTROLLED if (e.controlled_cls[c] and slots < e.slots_per_world) else ROLE_STATIC
@@ -271,7 +279,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
                 a.goal_y = a.y
                 if c <= CLS_BUS and e.idm_fraction > 0 and rng_uniform(rng) < e.idm_fraction:
                     a.role = ROLE_IDM
-                    a.idm_mode = rng_int(rng, 3)
+                    a.idm_mode = idm_draw_mode(rng, &e.idmp)
                     a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
             n += 1
             break

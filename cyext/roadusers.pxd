@@ -56,6 +56,8 @@ ctypedef struct IdmParams:
     double curve_accel         # lateral acceleration the desired speed allows in curves (m/s^2)
     double side_margin         # lateral clearance the body sweep keeps from other agents (m)
     double ped_horizon         # seconds of a walking pedestrian's path the vehicle keeps clear of (0: off)
+    double mode_cdf[3]         # cumulative weights of the behaviour modes (RoadUsersConfig.idm_modes)
+    bint mode_uniform          # equal weights: one uniform integer draw
 
 
 ctypedef struct Leader:
@@ -63,6 +65,15 @@ ctypedef struct Leader:
     double gap                 # travel until it (m); 1e9 when there is none
     double speed               # its speed along the vehicle's path (m/s)
     bint slow                  # the nearest agent leader is (nearly) at rest
+
+
+cdef inline int idm_draw_mode(Rng* rng, const IdmParams* p) noexcept nogil:
+    """A behaviour mode drawn from the configured mix."""
+    cdef double u
+    if p.mode_uniform:
+        return <int>rng_int(rng, 3)
+    u = rng_uniform(rng)
+    return 0 if u < p.mode_cdf[0] else (1 if u < p.mode_cdf[1] else 2)
 
 
 cdef inline int _sweep_hit(const Sweep* sw, double ahl, double ahw, Agent* b, double reach) noexcept nogil:
@@ -370,7 +381,7 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     ld.speed = 0.0
     ld.slow = False
     if rng_uniform(rng) < p.reroll_prob:
-        a.idm_mode = rng_int(rng, 3)
+        a.idm_mode = idm_draw_mode(rng, p)
     mode = a.idm_mode
     v0 = p.v0_scale[mode] * m.lane_speed[a.lane]
     T = p.time_headway[mode]

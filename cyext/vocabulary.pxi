@@ -8,7 +8,8 @@ from signals cimport (CTRL_CHRISTMAS, CTRL_NEMA, CTRL_ROUND_ROBIN, N_CONTROLLERS
                       STAGE_ALL, N_STAGE_KINDS)
 from pedestrians cimport (PED_STAT_CROSSWALK_EVENTS, PED_STAT_JAYWALK_EVENTS, PED_STAT_ENTERED, PED_STAT_LEFT,
                           PED_STAT_DROPPED, N_PED_STATS)
-from observe cimport (OBS_TYPE_VEHICLE, OBS_TYPE_PEDESTRIAN, OBS_TYPE_CYCLIST, PARTNER_WIDTH, PARTNER_ACCEL_WIDTH,
+from observe cimport (OBS_TYPE_VEHICLE, OBS_TYPE_PEDESTRIAN, OBS_TYPE_CYCLIST, OBS_TYPE_STATIC_VEHICLE,
+                      OBS_TYPE_CONE, OBS_TYPE_DEBRIS, kind_code, PARTNER_WIDTH, PARTNER_ACCEL_WIDTH,
                       ROAD_WIDTH, TRAFFIC_WIDTH, OBS_CLAMP, type_code)
 
 
@@ -72,6 +73,15 @@ ROAD_TYPES = _ordered("road types", (
 #: Kinematic coefficients of an agent (appendix D.4), in the order of the ego observation.
 KINEMATIC_PARAMS = _ordered("kinematic parameters", (
     (KIN_THROTTLE, "throttle"), (KIN_STEER, "steer"), (KIN_ACC, "acc"), (KIN_VEL, "vel")), N_KIN)
+#: What a static actor is (``StaticKind``; the ``kind`` column of ``Engine.agents``).
+STATIC_KINDS = _ordered("static kinds", (
+    (KIND_NONE, "NONE"), (KIND_PARKED, "PARKED"), (KIND_CRASHED, "CRASHED"), (KIND_CONE, "CONE"),
+    (KIND_WORKER, "WORKER"), (KIND_DEBRIS, "DEBRIS")), N_KINDS)
+#: Static-actor generators (``StaticGenerator``; the columns of ``RoadUsersConfig`` counts).
+STATIC_GENERATORS = _ordered("static generators", (
+    (GEN_PARKED, "PARKED"), (GEN_CRASH_DISC, "CRASH_DISC"), (GEN_CRASH_CHAIN, "CRASH_CHAIN"),
+    (GEN_CRASH_TBONE, "CRASH_TBONE"), (GEN_CRASH_FAN, "CRASH_FAN"), (GEN_CONE_GRID, "CONE_GRID"),
+    (GEN_CONE_TAPER, "CONE_TAPER"), (GEN_LANE_BLOCK, "LANE_BLOCK"), (GEN_DEBRIS, "DEBRIS")), N_GENERATORS)
 #: Columns of ``Engine.counters``.
 COUNTER_NAMES = _ordered("counters", (
     (CNT_COLLISION, "collision"), (CNT_OFFROAD, "offroad"), (CNT_WRONG_WAY, "wrong_way"), (CNT_GOAL, "goal_reached"),
@@ -126,7 +136,10 @@ PEDESTRIAN_STATS = _ordered("pedestrian stats", (
 #: Observation type code of each agent class (tables 9, 10), from the observation writer itself.
 TYPE_CODES = tuple(type_code(c) for c in range(N_CLASSES))
 #: The observation's categorical type codes by name.
-OBS_TYPES = {"vehicle": OBS_TYPE_VEHICLE, "pedestrian": OBS_TYPE_PEDESTRIAN, "cyclist": OBS_TYPE_CYCLIST}
+OBS_TYPES = {"vehicle": OBS_TYPE_VEHICLE, "pedestrian": OBS_TYPE_PEDESTRIAN, "cyclist": OBS_TYPE_CYCLIST,
+             "static_vehicle": OBS_TYPE_STATIC_VEHICLE, "cone": OBS_TYPE_CONE, "debris": OBS_TYPE_DEBRIS}
+#: Partner type code of each static-actor kind (``STATIC_KINDS`` order; NONE: the class decides).
+KIND_CODES = tuple(kind_code(CLS_CAR, k) for k in range(N_KINDS))
 #: Values per entity of each observation group (partners without the optional acceleration pair).
 ENTITY_WIDTHS = {"partners": PARTNER_WIDTH, "partner_acceleration": PARTNER_ACCEL_WIDTH, "road": ROAD_WIDTH,
                  "traffic": TRAFFIC_WIDTH}
@@ -142,4 +155,5 @@ VOCABULARY = {
     "counters": COUNTER_NAMES, "episode_metrics": EPISODE_METRIC_NAMES, "collision_types": COLLISION_TYPES,
     "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
     "crossing_groups": CROSSING_GROUPS, "pedestrian_stats": PEDESTRIAN_STATS,
+    "static_kinds": STATIC_KINDS, "static_generators": STATIC_GENERATORS,
 }

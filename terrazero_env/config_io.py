@@ -74,16 +74,15 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                               for k, cols in v.items()}
         elif f.name == "consequences":
             out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
-        elif f.name in ("obs", "init", "signals", "idm"):
+        elif f.name in ("obs", "init", "signals", "idm", "road_users"):
             sub = {}
             for g in dataclasses.fields(v):
                 x = getattr(v, g.name)
-                sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)
+                if dataclasses.is_dataclass(x):  # road_users.pedestrians
+                    sub[g.name] = {h.name: _plain(getattr(x, h.name)) for h in dataclasses.fields(x)}
+                else:
+                    sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)
             out[f.name] = sub
-        elif f.name == "road_users":
-            out[f.name] = {g.name: {h.name: _plain(getattr(getattr(v, g.name), h.name))
-                                    for h in dataclasses.fields(getattr(v, g.name))}
-                           for g in dataclasses.fields(v)}
         else:
             out[f.name] = _plain(v)
     return out
@@ -123,6 +122,13 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
     if not isinstance(d, Mapping):
         raise ValueError(f"config: expected a mapping, got {type(d).__name__}")
     _check_keys(d, {f.name for f in dataclasses.fields(base)}, "config")
+    if isinstance(d.get("init"), Mapping) and "idm_fraction" in d["init"]:
+        # Backwards compatibility: the IDM share moved from init to road_users (road_users wins).
+        ru = d.get("road_users") or {}
+        if not isinstance(ru, Mapping):
+            raise ValueError(f"road_users: expected a mapping, got {type(ru).__name__}")
+        d = {**d, "init": {k: x for k, x in d["init"].items() if k != "idm_fraction"},
+             "road_users": {"idm_fraction": d["init"]["idm_fraction"], **ru}}
     kw: dict[str, Any] = {}
     for key, v in d.items():
         if key == "classes":
@@ -146,28 +152,24 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
-        elif key in ("obs", "init", "signals", "idm"):
+        elif key in ("obs", "init", "signals", "idm", "road_users"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
             fields = {}
             for k, x in v.items():
-                if k in _ENUM_FIELDS:
+                if dataclasses.is_dataclass(getattr(sub_base, k)):  # road_users.pedestrians
+                    if not isinstance(x, Mapping):
+                        raise ValueError(f"{key}.{k}: a mapping of its fields, got {x!r}")
+                    nested = getattr(sub_base, k)
+                    _check_keys(x, {g.name for g in dataclasses.fields(nested)}, f"{key}.{k}")
+                    fields[k] = dataclasses.replace(nested, **{n: _tuple(y) for n, y in x.items()})
+                elif k in _ENUM_FIELDS:
                     fields[k] = _enum(_ENUM_FIELDS[k], x, f"{key}.{k}")
                 elif k in _PER_CLASS_INIT:
                     fields[k] = _per_class(x, getattr(sub_base, k), f"{key}.{k}")
                 else:
                     fields[k] = _tuple(x)
             kw[key] = dataclasses.replace(sub_base, **fields)
-        elif key == "road_users":
-            _check_keys(v, {g.name for g in dataclasses.fields(base.road_users)}, key)
-            groups = {}
-            for name, sub in v.items():
-                sub_base = getattr(base.road_users, name)
-                if not isinstance(sub, Mapping):
-                    raise ValueError(f"road_users.{name}: a mapping of its fields, got {sub!r}")
-                _check_keys(sub, {g.name for g in dataclasses.fields(sub_base)}, f"road_users.{name}")
-                groups[name] = dataclasses.replace(sub_base, **{k: _tuple(x) for k, x in sub.items()})
-            kw[key] = dataclasses.replace(base.road_users, **groups)
         else:
             kw[key] = _tuple(v)
     return dataclasses.replace(base, **kw)

@@ -34,6 +34,7 @@ __all__ = [
     "KINEMATIC_PARAMS", "METRIC_PARAMS", "OBS_BOUND", "OBS_TYPES", "PEDESTRIAN_STATS", "REWARD_PARAMS",
     "orca_solve_batch", "orca_step_batch",
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
+    "STATIC_KINDS", "STATIC_GENERATORS", "KIND_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
     "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_tables",
     "footprint_offroad", "max_threads", "obb_overlap_batch", "points_in_polygon", "road_map", "segments_intersect_batch",
@@ -63,6 +64,9 @@ SIGNAL_CONTROLLERS = _engine.SIGNAL_CONTROLLERS
 SIGNAL_STAGES = _engine.SIGNAL_STAGES
 SIGNAL_STATES = _engine.SIGNAL_STATES
 STOP_STATES = _engine.STOP_STATES
+STATIC_KINDS = _engine.STATIC_KINDS
+STATIC_GENERATORS = _engine.STATIC_GENERATORS
+KIND_CODES = _engine.KIND_CODES
 TYPE_CODES = _engine.TYPE_CODES
 VOCABULARY = _engine.VOCABULARY
 ObsLayout = _engine.ObsLayout

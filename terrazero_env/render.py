@@ -16,12 +16,33 @@ from matplotlib.figure import Figure
 
 from .maps.render import render_map
 
-__all__ = ["RolloutRecorder", "draw_agents", "draw_signals", "frame_rgb", "render_world"]
+__all__ = ["RolloutRecorder", "STATIC_STYLE", "draw_agents", "draw_signals", "draw_static_actors", "frame_rgb",
+           "render_world", "with_kinds"]
 
 #: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
 _CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
                            [0.95, 0.55, 0.10, 1.0], [0.85, 0.25, 0.55, 1.0]])
 _BACKGROUND_AGENT = np.array([0.55, 0.55, 0.55, 1.0])
+
+
+#: Static actors by kind (``StaticKind`` value): (label, fill colour, shape: box, disc or triangle).
+STATIC_STYLE: dict[int, tuple[str, tuple[float, float, float, float], str]] = {
+    1: ("parked vehicle", (0.30, 0.33, 0.40, 1.0), "box"),
+    2: ("crashed vehicle", (0.80, 0.18, 0.12, 1.0), "box"),
+    3: ("cone", (1.00, 0.50, 0.00, 1.0), "triangle"),
+    4: ("worker", (0.98, 0.88, 0.10, 1.0), "disc"),
+    5: ("debris", (0.50, 0.32, 0.14, 1.0), "box"),
+}
+
+
+_TRIANGLE = np.array([[0.0, 0.75], [-0.65, -0.45], [0.65, -0.45]])  # apex up, about a unit across
+_DISC = 0.5 * np.stack([np.cos(np.linspace(0, 2 * np.pi, 13)), np.sin(np.linspace(0, 2 * np.pi, 13))], -1)
+
+
+def with_kinds(engine: Any, world: int, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``states`` (``Engine.agent_states``) with the static-actor ``kind`` of each agent added."""
+    n = len(states["x"])
+    return {**states, "kind": np.asarray(engine.agents[world, :n]["kind"], np.int64)}
 
 
 def _boxes(s: dict[str, np.ndarray]) -> np.ndarray:
@@ -49,6 +70,10 @@ def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[st
     class colour, IDM vehicles in a paler shade of it, static and replayed agents grey, collided or off-road ones outlined red, goals as crosses
     joined to their agent, and optional past states as thin trails."""
     alive = states["alive"].astype(bool)
+    if "kind" in states:  # static actors of the generators get their own shapes
+        kinds = states["kind"] > 0
+        draw_static_actors(ax, {k: v[alive & kinds] for k, v in states.items()})
+        alive &= ~kinds
     s = {k: v[alive] for k, v in states.items()}
     if len(s["x"]) == 0:
         return
@@ -73,13 +98,36 @@ def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[st
         ax.add_collection(LineCollection(list(seg), colors=colours[g], linewidths=0.4, linestyles="dotted", zorder=7))
 
 
+def draw_static_actors(ax: Any, s: dict[str, np.ndarray]) -> None:
+    """Static actors by kind (``STATIC_STYLE``): vehicles and debris as boxes (vehicles with a white
+    heading mark), workers as discs, cones as small triangles."""
+    for kind, (_, colour, shape) in STATIC_STYLE.items():
+        sel = s["kind"] == kind
+        if not sel.any():
+            continue
+        k = {key: v[sel] for key, v in s.items()}
+        if shape == "box":
+            ax.add_collection(PolyCollection(list(_boxes(k)), facecolors=[colour], edgecolors="black",
+                                             linewidths=0.5, zorder=8))
+            if kind != 5:
+                nose = np.stack([k["x"] + 0.4 * k["length"] * np.cos(k["heading"]),
+                                 k["y"] + 0.4 * k["length"] * np.sin(k["heading"])], -1)
+                ax.scatter(nose[:, 0], nose[:, 1], s=4, c="white", zorder=9)
+        else:
+            r = np.maximum(k["length"], k["width"])[:, None, None]
+            unit = _TRIANGLE if shape == "triangle" else _DISC
+            polys = list(np.stack([k["x"], k["y"]], -1)[:, None, :] + r * unit[None])
+            ax.add_collection(PolyCollection(polys, facecolors=[colour], edgecolors="black", linewidths=0.4,
+                                             zorder=9))
+
+
 def render_world(engine: Any, world: int = 0, path: str | Path | None = None, *,
                  trails: Sequence[dict[str, np.ndarray]] = (), zoom: float | None = None, dpi: int = 150,
                  title: str | None = None) -> Figure:
     """Render one world of an ``Engine`` (map plus agents); ``zoom``: half-width in metres of a window
     centred on the first live controlled agent (default: the whole map)."""
     rm = engine.road_maps[int(engine.world_map[world])]
-    states = engine.agent_states(world)
+    states = with_kinds(engine, world, engine.agent_states(world))
     t = int(engine.world_steps[world])
     fig = render_map(rm.map_data, None, dpi=dpi, signal_states=engine.signal_states(world),
                      title=title or f"{rm.map_data.name}: world {world}, step {t}, "
@@ -126,7 +174,7 @@ class RolloutRecorder:
 
     def capture(self) -> np.ndarray:
         """Draw the world's current state and keep the frame (RGB uint8 ``[H, W, 3]``)."""
-        states = self.engine.agent_states(self.world)
+        states = with_kinds(self.engine, self.world, self.engine.agent_states(self.world))
         before = set(self.ax.collections) | set(self.ax.texts)
         draw_signals(self.ax, self.map_data, self.engine.signal_states(self.world))
         draw_agents(self.ax, states, self._history[-self.trail:])

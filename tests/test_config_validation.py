@@ -108,8 +108,8 @@ BAD: list[tuple[type, str, object, str]] = [
     (InitConfig, "placement_tries", MAX_PLACEMENT_TRIES + 1, "InitConfig.placement_tries"),
     (InitConfig, "placement_tries", 10**9, "InitConfig.placement_tries"),
     (InitConfig, "spawn_clearance", -1.0, "InitConfig.spawn_clearance"),
-    (InitConfig, "idm_fraction", NAN, "InitConfig.idm_fraction"),
-    (InitConfig, "idm_fraction", 2.0, "InitConfig.idm_fraction"),
+    (InitConfig, "class_kinematic_ranges", ((0.5, 1.5),) * 4, "InitConfig.class_kinematic_ranges"),
+    (InitConfig, "class_kinematic_ranges", ((0.5, 1.5),) * 4 + ((0.2, 1.0),), "InitConfig.class_kinematic_ranges[4]"),
     (InitConfig, "kinematic_range", (1.5, 0.5), "InitConfig.kinematic_range"),
     (InitConfig, "randomize_kinematics", 0, "InitConfig.randomize_kinematics"),
     # SignalConfig
@@ -126,6 +126,29 @@ BAD: list[tuple[type, str, object, str]] = [
     (SignalConfig, "stop_speed", 0.0, "SignalConfig.stop_speed"),
     (SignalConfig, "stop_dwell", (3.0, 1.0), "SignalConfig.stop_dwell"),
     (SignalConfig, "stop_region", NAN, "SignalConfig.stop_region"),
+    # RoadUsersConfig
+    (RoadUsersConfig, "idm_fraction", NAN, "RoadUsersConfig.idm_fraction"),
+    (RoadUsersConfig, "idm_fraction", 2.0, "RoadUsersConfig.idm_fraction"),
+    (RoadUsersConfig, "idm_modes", (0.0, 0.0, 0.0), "RoadUsersConfig.idm_modes"),
+    (RoadUsersConfig, "idm_modes", (1.0, -1.0, 1.0), "RoadUsersConfig.idm_modes[1]"),
+    (RoadUsersConfig, "parked", (3, 1), "RoadUsersConfig.parked"),
+    (RoadUsersConfig, "parked", 1.5, "RoadUsersConfig.parked"),
+    (RoadUsersConfig, "parked_row", (0, 2), "RoadUsersConfig.parked_row"),
+    (RoadUsersConfig, "crash_disc", (0, 65), "RoadUsersConfig.crash_disc"),
+    (RoadUsersConfig, "crash_chain", -1, "RoadUsersConfig.crash_chain"),
+    (RoadUsersConfig, "crash_tbone", "2", "RoadUsersConfig.crash_tbone"),
+    (RoadUsersConfig, "crash_fan", (1, NAN), "RoadUsersConfig.crash_fan"),
+    (RoadUsersConfig, "crash_vehicles", (1, 9), "RoadUsersConfig.crash_vehicles"),
+    (RoadUsersConfig, "cone_grid", (2, 1), "RoadUsersConfig.cone_grid"),
+    (RoadUsersConfig, "cone_taper", 100, "RoadUsersConfig.cone_taper"),
+    (RoadUsersConfig, "lane_block", True, "RoadUsersConfig.lane_block"),
+    (RoadUsersConfig, "debris", (0, 1, 2), "RoadUsersConfig.debris"),
+    (RoadUsersConfig, "static_sizes", (0.0, 0.0, 0.0), "RoadUsersConfig.static_sizes"),
+    (RoadUsersConfig, "worker_prob", 1.5, "RoadUsersConfig.worker_prob"),
+    (RoadUsersConfig, "workers", (0, 1), "RoadUsersConfig.workers"),
+    (RoadUsersConfig, "debris_size", (1.0, 0.5), "RoadUsersConfig.debris_size"),
+    (RoadUsersConfig, "static_clearance", -0.1, "RoadUsersConfig.static_clearance"),
+    (RoadUsersConfig, "static_tries", 0, "RoadUsersConfig.static_tries"),
     # IdmConfig
     (IdmConfig, "v0_scale", (1.0, 1.15), "IdmConfig.v0_scale"),
     (IdmConfig, "time_headway", (1.5, 0.0, 2.0), "IdmConfig.time_headway[1]"),
@@ -186,6 +209,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (EngineConfig, "signals", 0, "EngineConfig.signals"),
     (EngineConfig, "idm", "idm", "EngineConfig.idm"),
     (EngineConfig, "road_users", {"pedestrians": {}}, "EngineConfig.road_users"),
+    (EngineConfig, "road_users", {"parked": 1}, "EngineConfig.road_users"),
 ]
 
 # Every on/off feature flag of the observation takes a bool only (1 or "yes" is rejected).

@@ -39,6 +39,14 @@ def test_render_rollout(tmp_path):
 
 
 @pytest.mark.slow
+def test_road_users_gallery_writes_its_panels_and_animation(tmp_path):
+    out = run("road_users_gallery.py", "--out", str(tmp_path / "g.png"), "--gif", str(tmp_path / "s.gif"),
+              "--steps", "3", timeout=300)
+    assert (tmp_path / "g.png").stat().st_size > 50_000 and (tmp_path / "s.gif").is_file()
+    assert out.count("wrote") == 2
+
+
+@pytest.mark.slow
 def test_sb3_ppo(tmp_path):
     pytest.importorskip("stable_baselines3")
     out = run("sb3_ppo.py", "--timesteps", "512", "--save", str(tmp_path / "ppo.zip"), timeout=300)

@@ -243,7 +243,8 @@ KEYS = ["num_worlds", "slots_per_world", "max_agents_per_world", "episode_length
         "init.initial_speed", "init.class_weights", "init.mode", "init.p_random", "init.kinematic_range",
         "obs.dtype", "obs.goal_scale", "obs.speed_scale", "obs.noise_std", "rewards.collision",
         "rewards.goal_progress", "signals.controller", "wrong_way_angle", "classes.car.length",
-        "consequences.collision", "idm.time_headway"]
+        "consequences.collision", "idm.time_headway", "road_users.parked", "road_users.lane_block",
+        "road_users.idm_modes"]
 values = st.one_of(
     st.integers(-3, 40), st.sampled_from([0, 2**31, 2**64, 10**30, -(2**63)]),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6), st.booleans(), st.none(),

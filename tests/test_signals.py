@@ -15,6 +15,7 @@ from terrazero_env.config import (
     EngineConfig,
     IdmConfig,
     InitConfig,
+    RoadUsersConfig,
     SignalConfig,
     SignalController,
 )
@@ -317,7 +318,8 @@ def test_fifty_idm_vehicles_on_a_procedural_town_never_collide(grid_towns, contr
     cfg = EngineConfig(num_worlds=1, slots_per_world=1, max_agents_per_world=50, consequences=NONE,
                        episode_length=100_000, signals=SignalConfig(controller=controller),
                        init=InitConfig(num_agents=(50, 50), class_weights=(6.0, 1.0, 1.0, 0.0, 0.0),
-                                       controlled=(False,) * 5, idm_fraction=1.0, placement_tries=200))
+                                       controlled=(False,) * 5, placement_tries=200),
+                       road_users=RoadUsersConfig(idm_fraction=1.0))
     e = core.Engine(cfg, maps=m)
     e.reset(seeds=[seed])
     a = e.agents[0, :50]

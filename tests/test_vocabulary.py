@@ -35,6 +35,8 @@ MIRRORS = {
         (getattr(signal_plan, "STAGE_" + n), n) for n in ("LEFT", "THROUGH", "ALL"))),
     "crossing_groups": lambda: _by_value(config.CrossingGroup),
     "reward_params": lambda: config.REWARD_PARAMS,
+    "static_kinds": lambda: _by_value(config.StaticKind),
+    "static_generators": lambda: _by_value(config.StaticGenerator),
     "class_params": lambda: config.CLASS_PARAM_COLUMNS,
     "episode_metrics": lambda: metrics.EPISODE_METRICS,
 }
