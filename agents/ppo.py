@@ -37,6 +37,7 @@ from stable_baselines3.common.utils import LinearSchedule, explained_variance, o
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
 from . import losses
+from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DeepSetsPolicy, layout_from_env
 
@@ -91,14 +92,24 @@ class MaskedRolloutBuffer(RolloutBuffer):
         self.final_values = np.zeros(shape, dtype=np.float32)
         self.next_values = np.zeros(shape, dtype=np.float32)
         self.log_rhos = np.zeros(shape, dtype=np.float32)
-        self._flat_obs: np.ndarray | None = None
-        super().reset()
+        self._flat_obs: torch.Tensor | None = None
+        # Observations live on the training device, allocated once (issue 17, point 2); the
+        # per-step scalars stay small NumPy arrays for the NumPy GAE / V-trace functions.
+        if getattr(self, "observations", None) is None or not isinstance(self.observations, torch.Tensor):
+            self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=torch.float32,
+                                             device=self.device)
+        self.actions = np.zeros((self.buffer_size, self.n_envs, self.action_dim), dtype=self.action_space.dtype)
+        for name in ("rewards", "returns", "episode_starts", "values", "log_probs", "advantages"):
+            setattr(self, name, np.zeros(shape, dtype=np.float32))
+        self.generator_ready = False
+        self.pos, self.full = 0, False
 
-    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
+    def add(self, obs: np.ndarray | None, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
             value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
             terminated: np.ndarray | None = None, dones: np.ndarray | None = None,
             final_values: np.ndarray | None = None) -> None:
-        """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final)."""
+        """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final).
+        ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there)."""
         if valid is not None:
             self.valid[self.pos] = valid
         if dones is not None:
@@ -106,7 +117,17 @@ class MaskedRolloutBuffer(RolloutBuffer):
             self.terminated[self.pos] = dones if terminated is None else terminated
         if final_values is not None:
             self.final_values[self.pos] = final_values
-        super().add(obs, action, reward, episode_start, value, log_prob)
+        if obs is not None:
+            self.observations[self.pos].copy_(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(
+                self.n_envs, *self.obs_shape))
+        self.actions[self.pos] = np.asarray(action).reshape((self.n_envs, self.action_dim))
+        self.rewards[self.pos] = np.asarray(reward)
+        self.episode_starts[self.pos] = np.asarray(episode_start)
+        self.values[self.pos] = value.clone().cpu().numpy().flatten()
+        self.log_probs[self.pos] = log_prob.clone().cpu().numpy().reshape(-1)
+        self.pos += 1
+        if self.pos == self.buffer_size:
+            self.full = True
 
     def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
         """Fill ``next_values`` (V(s_{t+1}), V(s_final) at truncations, 0 at terminals) and compute the
@@ -137,11 +158,12 @@ class MaskedRolloutBuffer(RolloutBuffer):
         return x.swapaxes(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
 
     def _samples(self, indices: np.ndarray, weights: np.ndarray | None = None) -> MaskedRolloutSamples:
-        if self._flat_obs is None:
-            self._flat_obs = self._flat(self.observations)
+        if self._flat_obs is None:  # once per rollout, on the device
+            self._flat_obs = self.observations.transpose(0, 1).reshape(self.buffer_size * self.n_envs,
+                                                                       *self.obs_shape)
         actions = self._flat(self.actions)[indices]
         return MaskedRolloutSamples(
-            observations=self.to_torch(self._flat_obs[indices]),
+            observations=self._flat_obs[torch.as_tensor(indices, device=self.device)],
             actions=self.to_torch(actions.astype(np.float32, copy=False)),
             old_values=self.to_torch(self._flat(self.values)[indices]),
             old_log_prob=self.to_torch(self._flat(self.log_probs)[indices]),
@@ -194,6 +216,9 @@ class PPO(SB3PPO):
     :param prioritized: draw minibatches of ``segment_length``-step segments by priority
         (``priority_alpha``; ``priority_beta0`` annealed linearly to ``priority_beta_final``);
         ``segment_length`` None: the largest divisor of ``n_steps`` and ``batch_size`` up to 16.
+    :param array_path: when the env is a Gymnasium vector env (wrapped here for SB3), collect rollouts
+        by stepping it directly and reading its arrays (:mod:`terrazero_env.agents.collect`); False: go
+        through the SB3 adapter's per-slot infos (same results, slower; for other SB3 tooling).
     """
 
     policy_aliases = {**SB3PPO.policy_aliases, "DeepSetsPolicy": DeepSetsPolicy}
@@ -207,7 +232,7 @@ class PPO(SB3PPO):
                  c_bar: float = 1.0, popart: bool = True, popart_decay: float = 0.9997,
                  popart_min_sigma: float = 1e-4, prioritized: bool = True, priority_alpha: float = 0.85,
                  priority_beta0: float = 0.85, priority_beta_final: float = 0.978, segment_length: int | None = None,
-                 policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
+                 array_path: bool = True, policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
                  **kwargs: Any) -> None:
         if clip_range_vf is not None:
             raise ValueError("value clipping is not supported (TerraZero table 14: unclipped)")
@@ -230,6 +255,9 @@ class PPO(SB3PPO):
         self.prioritized, self.priority_alpha = prioritized, priority_alpha
         self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
         self.segment_length = segment_length
+        self.array_path = array_path
+        #: Episode statistics of the array path (None until it runs; see ``agents/collect.py``).
+        self.episode_tally: EpisodeTally | None = None
         #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
         self.sync = Sync.local()
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
@@ -261,7 +289,7 @@ class PPO(SB3PPO):
         return values * self.popart_sigma + self.popart_mean if self.popart else values
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "sync"]
+        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage"]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """SB3's ``save``, plus (for a file path) the plain-data entry that lets
@@ -294,6 +322,9 @@ class PPO(SB3PPO):
         """SB3's rollout loop, recording validity, terminal-vs-truncation and V(s_final) (denormalized);
         rewards are stored as given (truncations bootstrap through ``next_values``)."""
         assert self._last_obs is not None, "no previous observation was provided"
+        found = array_vector_env(env) if self.array_path and not self.use_sde else None
+        if found is not None:
+            return self._collect_arrays(found[0], found[1], callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         rollout_buffer.reset()
         if self.use_sde:
@@ -337,6 +368,66 @@ class PPO(SB3PPO):
         with torch.no_grad():
             values = self.denormalize_values(self.policy.predict_values(obs_as_tensor(new_obs, self.device)))
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    def _collect_arrays(self, venv: Any, monitor: VecMonitor | None, callback: BaseCallback,
+                        buf: MaskedRolloutBuffer, n_rollout_steps: int) -> bool:
+        """The array-only rollout loop (``agents/collect.py``): the same transitions as
+        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays."""
+        self.policy.set_training_mode(False)
+        buf.reset()
+        n = venv.num_envs
+        if self.episode_tally is None or self.episode_tally.returns.shape != (n,):
+            self.episode_tally = EpisodeTally(n, monitor)
+        stage = getattr(self, "_obs_stage", None)
+        if stage is None or stage.device != buf.observations.device:
+            stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device)
+        tally = self.episode_tally
+        stage.copy_into(buf.observations[0], self._last_obs)
+        next_obs = torch.empty_like(buf.observations[0])
+        callback.on_rollout_start()
+        discrete = isinstance(self.action_space, spaces.Discrete)
+        ones = np.ones(n, bool)
+        n_steps = 0
+        while n_steps < n_rollout_steps:
+            obs_t = buf.observations[n_steps]
+            with torch.no_grad():
+                actions, values, log_probs = self.policy(obs_t)
+            actions = actions.cpu().numpy()
+            clipped = actions
+            if isinstance(self.action_space, spaces.Box):
+                clipped = (self.policy.unscale_action(actions) if self.policy.squash_output
+                           else np.clip(actions, self.action_space.low, self.action_space.high))
+            new_obs, rewards, terminated, truncated_flags, info = venv.step(clipped)
+            rewards = np.asarray(rewards, np.float32)
+            terminated = np.asarray(terminated, bool)
+            dones = terminated | np.asarray(truncated_flags, bool)
+            self.num_timesteps += n
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            valid = np.asarray(info.get("valid", ones), bool)
+            tally.step(rewards, dones, valid, info)
+            n_steps += 1
+            truncated = dones & ~terminated
+            final_values = np.zeros(n, dtype=np.float32)
+            if truncated.any():
+                ids = np.flatnonzero(truncated)
+                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device)
+                with torch.no_grad():
+                    v = self.denormalize_values(self.policy.predict_values(final_obs))
+                final_values[ids] = v.cpu().numpy().reshape(-1)
+            buf.add(None, actions.reshape(-1, 1) if discrete else actions, rewards, self._last_episode_starts,
+                    self.denormalize_values(values), log_probs, valid=valid, terminated=terminated, dones=dones,
+                    final_values=final_values)
+            stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
+            self._last_episode_starts = dones
+        self._last_obs = next_obs.cpu().numpy().copy()
+        with torch.no_grad():
+            values = self.denormalize_values(self.policy.predict_values(next_obs))
+        buf.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True

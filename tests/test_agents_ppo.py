@@ -175,7 +175,7 @@ def test_learn_save_load_predict(tmp_path):
     assert model.popart_mean != 0.0
     model.save(tmp_path / "m.zip")
     loaded = PPO.load(tmp_path / "m.zip")
-    obs = model.rollout_buffer.observations[0]
+    obs = model.rollout_buffer.observations[0].cpu().numpy()
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
     assert loaded.popart_mean == model.popart_mean
 
@@ -184,3 +184,35 @@ def test_popart_refuses_reward_normalization():
     with pytest.raises(ValueError, match="PopArt"):
         PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=True, prioritized=False)
     PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=False, prioritized=False)
+
+
+def _trained(array_path, sampler="dpsa", rollouts=3):
+    if sampler == "dpsa":
+        venv = DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"), threshold=0.5, horizon=20)
+    else:  # per-world autoreset: the native env restarts finished worlds on the next step
+        from terrazero_env.wrappers import SamplingStats
+        venv = SamplingStats(terrazero_env.make_vec(2, "quick", autoreset_mode="NextStep"))
+    model = PPO("DeepSetsPolicy", venv, n_steps=32, seed=0, policy_kwargs=SMALL, array_path=array_path)
+    model.learn(model.n_steps * model.n_envs * rollouts)
+    return model
+
+
+@pytest.mark.parametrize("sampler", ["dpsa", "autoreset"])
+def test_array_path_reproduces_the_sb3_adapter_path_exactly(sampler):
+    """The array-only rollout loop stores the same transitions (observations, actions, rewards,
+    validity, terminal flags, V(s_final) bootstraps) and so reaches the same parameters as the loop
+    through the SB3 adapter's per-slot infos, over several rollouts with episode ends."""
+    fast, slow = _trained(True, sampler), _trained(False, sampler)
+    assert fast.episode_tally is not None and slow.episode_tally is None  # each took its own path
+    a, b = fast.rollout_buffer, slow.rollout_buffer
+    assert (a.dones & a.valid).any() and (a.dones & ~a.terminated).any()  # episodes ended, some truncated
+    torch.testing.assert_close(a.observations, b.observations, rtol=0, atol=0)
+    for name in ("actions", "rewards", "valid", "terminated", "dones", "final_values", "values", "log_probs",
+                 "advantages", "returns", "episode_starts"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(fast._last_obs, slow._last_obs)
+    for (name, p), q in zip(fast.policy.named_parameters(), slow.policy.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
+    assert fast.popart_mean == slow.popart_mean
+    # The monitor's running returns continue the same way on both paths.
+    np.testing.assert_array_equal(fast.env.episode_returns, slow.env.episode_returns)

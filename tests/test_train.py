@@ -1,6 +1,7 @@
 """The main job (``terrazero train``): data-parallel updates under torchrun (gloo, two processes on
 loopback), exact resume, clean stops, and configuration errors before any work."""
 
+import json
 import os
 import shutil
 import signal
@@ -172,3 +173,23 @@ def test_a_bad_setting_stops_before_any_work_naming_it(tmp_path, capsys, overrid
 def test_resume_of_a_folder_without_a_checkpoint_is_refused(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path)]) == 2
     assert "cannot resume" in capsys.readouterr().err
+
+
+def test_array_path_reports_the_same_episode_statistics_as_the_adapter_path(tmp_path):
+    """The per-iteration statistics of the array path (episode counts, returns and goal / collision
+    / off-road rates tallied from arrays) equal those the SB3 adapter's per-slot infos give."""
+    torch.set_num_threads(1)
+    rows = {}
+    for flag in (True, False):
+        out = tmp_path / str(flag)
+        train(total_steps=2 * 4 * 16 * 6, out=out, num_worlds=2, overrides={**TINY, "train.array_path": flag},
+              progress="none", tensorboard=False, checkpoint_every=100)
+        rows[flag] = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert sum(r["episodes"] for r in rows[True]) > 0
+    keys = ("iteration", "agent_steps", "episodes", "return", "goal", "collision", "offroad", "mu")
+    for fast, slow in zip(rows[True], rows[False], strict=True):
+        for k in keys:
+            if slow[k] is None:  # no episode ended in that iteration
+                assert fast[k] is None, k
+            else:
+                assert fast[k] == pytest.approx(slow[k], rel=1e-6, abs=1e-9), k
