@@ -125,8 +125,9 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
         start, count, width = self.layout[group]
         ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
         present = (ents != 0).any(dim=-1)
-        rows, _ = present.nonzero(as_tuple=True)
-        h = self.encoders[group](ents[present])
+        flat = present.reshape(-1).nonzero().squeeze(1)  # (row, entity) pairs, row-major
+        rows = torch.div(flat, count, rounding_mode="floor")
+        h = self.encoders[group](ents.reshape(-1, width).index_select(0, flat))
         pooled = torch.zeros(obs.shape[0], h.shape[1], dtype=h.dtype, device=h.device)
         return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
 

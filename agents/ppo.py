@@ -92,7 +92,6 @@ class MaskedRolloutBuffer(RolloutBuffer):
         self.final_values = np.zeros(shape, dtype=np.float32)
         self.next_values = np.zeros(shape, dtype=np.float32)
         self.log_rhos = np.zeros(shape, dtype=np.float32)
-        self._flat_obs: torch.Tensor | None = None
         # Observations live on the training device, allocated once (issue 17, point 2); the
         # per-step scalars stay small NumPy arrays for the NumPy GAE / V-trace functions.
         if getattr(self, "observations", None) is None or not isinstance(self.observations, torch.Tensor):
@@ -158,12 +157,13 @@ class MaskedRolloutBuffer(RolloutBuffer):
         return x.swapaxes(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
 
     def _samples(self, indices: np.ndarray, weights: np.ndarray | None = None) -> MaskedRolloutSamples:
-        if self._flat_obs is None:  # once per rollout, on the device
-            self._flat_obs = self.observations.transpose(0, 1).reshape(self.buffer_size * self.n_envs,
-                                                                       *self.obs_shape)
+        # Flat index i is step i % T of env i // T: gathered from the [T, N, ...] storage on the device.
+        idx = torch.as_tensor(indices, device=self.device)
+        observations = self.observations[idx % self.buffer_size, torch.div(idx, self.buffer_size,
+                                                                           rounding_mode="floor")]
         actions = self._flat(self.actions)[indices]
         return MaskedRolloutSamples(
-            observations=self._flat_obs[torch.as_tensor(indices, device=self.device)],
+            observations=observations,
             actions=self.to_torch(actions.astype(np.float32, copy=False)),
             old_values=self.to_torch(self._flat(self.values)[indices]),
             old_log_prob=self.to_torch(self._flat(self.log_probs)[indices]),
