@@ -48,6 +48,8 @@ LINEAR_5E4 = LinearSchedule(5e-4, 0.0, 1.0)
 #: Rollout length per update, steps per env (table 14 gives none; ours: half of table 7's 256-step
 #: episode). ``TrainSettings`` (``agents/train.py``) reads its default from here.
 N_STEPS = 128
+#: When PopArt updates its statistics (see :class:`PPO`).
+POPART_SCHEDULES = ("sample", "epoch")
 
 
 class MaskedRolloutSamples(NamedTuple):
@@ -211,8 +213,11 @@ class PPO(SB3PPO):
     :param batch_size: minibatch size; None: rollout size / ``num_minibatches``.
     :param num_minibatches: minibatches per epoch (also the number drawn by priority).
     :param vtrace: V-trace off-policy correction, clip levels ``rho_bar`` and ``c_bar``.
-    :param popart: normalized value head with PopArt (``popart_decay`` per sample, ``popart_min_sigma``);
-        not allowed with ``VecNormalize(norm_reward=True)``.
+    :param popart: normalized value head with PopArt (``popart_decay``, ``popart_min_sigma``); not
+        allowed with ``VecNormalize(norm_reward=True)``. ``popart_schedule``: ``"sample"`` updates the
+        statistics once per rollout with the decay applied per target sample; ``"epoch"`` once per
+        epoch (section 5.1's reading) with the decay applied per update, bias-corrected
+        (:func:`losses.popart_epoch_step`). ``BENCHMARKS.md`` compares the two on the learning check.
     :param prioritized: draw minibatches of ``segment_length``-step segments by priority
         (``priority_alpha``; ``priority_beta0`` annealed linearly to ``priority_beta_final``);
         ``segment_length`` None: the largest divisor of ``n_steps`` and ``batch_size`` up to 16.
@@ -230,7 +235,7 @@ class PPO(SB3PPO):
                  clip_range_vf: None = None, normalize_advantage: bool = True, ent_coef: float = 0.01,
                  vf_coef: float = 0.5, max_grad_norm: float = 0.5, vtrace: bool = True, rho_bar: float = 1.0,
                  c_bar: float = 1.0, popart: bool = True, popart_decay: float = 0.9997,
-                 popart_min_sigma: float = 1e-4, prioritized: bool = True, priority_alpha: float = 0.85,
+                 popart_min_sigma: float = 1e-4, popart_schedule: str = "sample", prioritized: bool = True, priority_alpha: float = 0.85,
                  priority_beta0: float = 0.85, priority_beta_final: float = 0.978, segment_length: int | None = None,
                  array_path: bool = True, policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
                  **kwargs: Any) -> None:
@@ -251,7 +256,12 @@ class PPO(SB3PPO):
         self.num_minibatches = num_minibatches
         self.vtrace, self.rho_bar, self.c_bar = vtrace, rho_bar, c_bar
         self.popart, self.popart_decay, self.popart_min_sigma = popart, popart_decay, popart_min_sigma
+        if popart_schedule not in POPART_SCHEDULES:
+            raise ValueError(f"popart_schedule: one of {', '.join(POPART_SCHEDULES)}, got {popart_schedule!r}")
+        self.popart_schedule = popart_schedule
         self.popart_mean, self.popart_sq_mean = 0.0, 1.0
+        #: Per-epoch PopArt updates done so far (``popart_schedule="epoch"``'s bias correction).
+        self.popart_updates = 0
         self.prioritized, self.priority_alpha = prioritized, priority_alpha
         self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
         self.segment_length = segment_length
@@ -301,16 +311,21 @@ class PPO(SB3PPO):
             add_safe_entry(self, path)
 
     def _popart_step(self) -> None:
-        """Update the statistics with this rollout's value targets (over every rank's) and rescale the
-        value head."""
+        """Update the statistics with the current value targets (over every rank's) and rescale the
+        value head: once per rollout with the decay per target sample (``popart_schedule="sample"``),
+        or once per epoch with the bias-corrected decay per update (``"epoch"``)."""
         buf = self.rollout_buffer
         head = self.policy.value_net
         targets = buf.returns[buf.valid].astype(np.float64)
         stats = self.sync.sum([targets.size, targets.sum(), (targets * targets).sum()])
+        step = None
+        if self.popart_schedule == "epoch" and stats[0] > 0:
+            self.popart_updates += 1
+            step = losses.popart_epoch_step(self.popart_decay, self.popart_updates)
         with torch.no_grad():
             mean, sq_mean, weight, bias = losses.popart_update_moments(
                 self.popart_mean, self.popart_sq_mean, head.weight.data, head.bias.data, stats,
-                self.popart_decay, self.popart_min_sigma)
+                self.popart_decay, self.popart_min_sigma, step)
             head.weight.copy_(weight)
             head.bias.copy_(bias)
         self.popart_mean, self.popart_sq_mean = mean, sq_mean
@@ -447,7 +462,7 @@ class PPO(SB3PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)
         buf = self.rollout_buffer
-        if self.popart:
+        if self.popart and self.popart_schedule == "sample":
             self._popart_step()
         beta = self.priority_beta0 + (self.priority_beta_final - self.priority_beta0) * (
             1.0 - self._current_progress_remaining)
@@ -456,6 +471,8 @@ class PPO(SB3PPO):
         for epoch in range(self.n_epochs):
             if epoch > 0 and self.vtrace:
                 buf.recompute_vtrace(self.rho_bar, self.c_bar)
+            if self.popart and self.popart_schedule == "epoch":  # this epoch's targets (section 5.1)
+                self._popart_step()
             for batch in self._minibatches(beta):
                 actions = batch.actions
                 if isinstance(self.action_space, spaces.Discrete):

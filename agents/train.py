@@ -52,7 +52,7 @@ __all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train", "train_from_args
 PPO_KEYS = frozenset({
     "learning_rate", "n_steps", "batch_size", "num_minibatches", "n_epochs", "gamma", "gae_lambda", "clip_range",
     "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "vtrace", "rho_bar", "c_bar",
-    "popart", "popart_decay", "popart_min_sigma", "prioritized", "priority_alpha", "priority_beta0",
+    "popart", "popart_decay", "popart_min_sigma", "popart_schedule", "prioritized", "priority_alpha", "priority_beta0",
     "priority_beta_final", "segment_length", "array_path",
 })
 SAMPLERS = ("dpsa", "sgr", "autoreset")

@@ -7,6 +7,7 @@ through the SB3 adapter), and record the learning curves.
     python benchmarks/bench_learning.py [--seconds 420] [--worlds 8] [--eval-every 35]
     python benchmarks/bench_learning.py --algos ours,ours_paper_scales,stock   # with the input-scale ablation
     python benchmarks/bench_learning.py --algos ours --seed 1                   # another seed
+    python benchmarks/bench_learning.py --algos ours,ours_popart_epoch          # PopArt per sample vs per epoch
 
 Every ``--eval-every`` seconds of training, the policy drives one episode of every slot of a separate
 evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions and
@@ -150,8 +151,12 @@ class Curve(BaseCallback):
         self._t0 = time.perf_counter()
 
     def _on_step(self) -> bool:
-        for info in self.locals.get("infos", []):
-            self.valid_steps += int(bool(info.get("valid", True)))
+        if "infos" in self.locals:  # the SB3 adapter's per-slot infos
+            for info in self.locals["infos"]:
+                self.valid_steps += int(bool(info.get("valid", True)))
+        else:  # terrazero_env.agents.PPO's array path: the vector env's info of arrays
+            info = self.locals["info"]
+            self.valid_steps += int(np.sum(info["valid"])) if "valid" in info else len(self.locals["dones"])
         return self.train_time + (time.perf_counter() - self._t0) < self.seconds
 
     def finish(self) -> None:
@@ -213,7 +218,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_paper_scales,stock")
+    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_popart_epoch,ours_paper_scales,stock")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--png", default=str(ROOT / "docs" / "learning_curve.png"))
     parser.add_argument("--plot-only", action="store_true", help="redraw --png from an existing --json")
@@ -247,6 +252,10 @@ def main() -> None:
         if algo == "ours":
             model = build_model(cfg, settings, seed=args.seed, device=args.device)
             name = "terrazero_env.agents.PPO (DeepSets, DPSA)"
+        elif algo == "ours_popart_epoch":
+            epoch = TrainSettings.from_mapping({**settings.to_mapping(), "popart_schedule": "epoch"})
+            model = build_model(cfg, epoch, seed=args.seed, device=args.device)
+            name = "terrazero_env.agents.PPO, PopArt statistics updated per epoch (section 5.1's reading)"
         elif algo == "ours_paper_scales":
             run_cfg = cfg.with_overrides(obs=PAPER_SCALES)
             model = build_model(run_cfg, settings, seed=args.seed, device=args.device)

@@ -216,3 +216,24 @@ def test_array_path_reproduces_the_sb3_adapter_path_exactly(sampler):
     assert fast.popart_mean == slow.popart_mean
     # The monitor's running returns continue the same way on both paths.
     np.testing.assert_array_equal(fast.env.episode_returns, slow.env.episode_returns)
+
+
+def test_popart_epoch_schedule_updates_once_per_epoch_and_preserves_outputs():
+    """``popart_schedule="epoch"``: one statistics update per epoch (two per update here), each
+    leaving the denormalized value predictions unchanged; unknown schedules are refused."""
+    model = quick_model(popart=True, popart_schedule="epoch", n_epochs=2)
+    buf = collect(model)
+    obs = buf.observations[:, 0]
+    with torch.no_grad():
+        before = model.denormalize_values(model.policy.predict_values(obs))
+    model._popart_step()
+    with torch.no_grad():
+        after = model.denormalize_values(model.policy.predict_values(obs))
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-5)
+    assert model.popart_updates == 1
+    targets = buf.returns[buf.valid]
+    assert model.popart_mean == pytest.approx(float(targets.mean()), rel=1e-6)  # first update: the batch mean
+    model.train()
+    assert model.popart_updates == 3
+    with pytest.raises(ValueError, match="popart_schedule"):
+        quick_model(popart_schedule="rollout")

@@ -87,7 +87,7 @@ def test_training_under_torchrun_keeps_the_ranks_identical(tmp_path):
     assert folder.name == "iter_000003"
     r0, r1 = _load(folder / "rank0.pt"), _load(folder / "rank1.pt")
     _assert_same_tensors(r0["policy"], r1["policy"])
-    assert r0["popart"] == r1["popart"] and r0["popart"] != (0.0, 1.0)
+    assert r0["popart"] == r1["popart"] and tuple(r0["popart"][:2]) != (0.0, 1.0)
     m0, m1 = r0["optimizer"]["state"], r1["optimizer"]["state"]
     for k in m0:
         torch.testing.assert_close(m0[k]["exp_avg_sq"], m1[k]["exp_avg_sq"], rtol=0, atol=0)
