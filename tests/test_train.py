@@ -97,6 +97,40 @@ def test_training_under_torchrun_keeps_the_ranks_identical(tmp_path):
     assert len((out / "progress.jsonl").read_text().splitlines()) == 3  # rank 0 alone writes the log
 
 
+@pytest.mark.slow
+def test_two_node_rendezvous_on_one_host_ends_with_identical_parameters(tmp_path):
+    """Two ``torchrun --nnodes 2 --rdzv-backend c10d`` invocations on localhost (one rank each, as two
+    machines would run them) meet at the rendezvous, train together and end with the same policy,
+    optimizer moments and PopArt statistics on both nodes."""
+    out = tmp_path / "run"
+    steps = 2 * 4 * 16 * 2
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-node-test",
+           "-m", "terrazero_env.agents.launch", "--worlds", "1", "--total-steps", str(steps), "--out", str(out),
+           "--checkpoint-every", "1", "--progress", "none", "--no-tensorboard", *TINY_ARGS]
+    nodes = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for _ in range(2)]
+    try:
+        logs = [node.communicate(timeout=300)[0] for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+    assert all(node.returncode == 0 for node in nodes), "\n".join(log[-3000:] for log in logs)
+    assert sum("2 rank(s)" in log for log in logs) == 1  # rank 0's node reports both ranks
+    folder = latest_checkpoint(out)
+    assert folder.name == "iter_000002"
+    r0, r1 = _load(folder / "rank0.pt"), _load(folder / "rank1.pt")
+    assert r0["world_size"] == r1["world_size"] == 2
+    _assert_same_tensors(r0["policy"], r1["policy"])
+    assert r0["popart"] == r1["popart"]
+    for k, m in r0["optimizer"]["state"].items():
+        torch.testing.assert_close(m["exp_avg"], r1["optimizer"]["state"][k]["exp_avg"], rtol=0, atol=0)
+    assert not np.array_equal(r0["last_obs"], r1["last_obs"])  # each node drove its own worlds
+
+
 # -------------------------------------------------------------------------- resume and stops
 
 
