@@ -54,7 +54,7 @@ def final_observations(obs: np.ndarray, info: dict[str, Any], ids: np.ndarray) -
     ``info["final_obs"]`` where the env restarted the slot within the step (SAME_STEP), else the
     returned row (a slot that waits for its world or for DPSA's global reset returns its last
     observation itself, as the SB3 adapter reads it)."""
-    rows = np.array(obs[ids], dtype=np.float32)
+    rows = np.array(obs[ids])
     mask = info.get("_final_obs")
     if mask is not None:
         sel = np.flatnonzero(np.asarray(mask, bool)[ids])
@@ -68,15 +68,15 @@ class ObservationStage:
     the CPU, through one pinned host buffer and an asynchronous copy on CUDA (the next host write
     into that buffer follows the copy, since the policy's actions are read back in between)."""
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+    def __init__(self, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype = torch.float32) -> None:
         self.device = device
-        self.pinned = (torch.empty(shape, dtype=torch.float32, pin_memory=True)
+        self.pinned = (torch.empty(shape, dtype=dtype, pin_memory=True)
                        if device.type == "cuda" else None)
 
     def copy_into(self, dst: torch.Tensor, obs: np.ndarray) -> None:
-        """``dst[...] = obs`` (``dst``: float32 on :attr:`device`, shape of ``obs``)."""
+        """``dst[...] = obs`` (``dst``: on :attr:`device`, the stage's dtype and the shape of ``obs``)."""
         if self.pinned is None:
-            dst.copy_(torch.from_numpy(np.asarray(obs, dtype=np.float32)))
+            dst.copy_(torch.from_numpy(np.asarray(obs)))
         else:
             np.copyto(self.pinned.numpy(), obs, casting="same_kind")
             dst.copy_(self.pinned, non_blocking=True)

@@ -96,9 +96,12 @@ class MaskedRolloutBuffer(RolloutBuffer):
         self.log_rhos = np.zeros(shape, dtype=np.float32)
         # Observations live on the training device, allocated once (issue 17, point 2); the
         # per-step scalars stay small NumPy arrays for the NumPy GAE / V-trace functions.
+        # float16 observations (``obs.dtype: float16``, section 3.1) stay float16 on the device; the
+        # policy casts them to float32 (SB3's ``preprocess_obs``).
         if getattr(self, "observations", None) is None or not isinstance(self.observations, torch.Tensor):
-            self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=torch.float32,
-                                             device=self.device)
+            dtype = torch.float16 if self.observation_space.dtype == np.float16 else torch.float32
+            self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=dtype,
+                                            device=self.device)
         self.actions = np.zeros((self.buffer_size, self.n_envs, self.action_dim), dtype=self.action_space.dtype)
         for name in ("rewards", "returns", "episode_starts", "values", "log_probs", "advantages"):
             setattr(self, name, np.zeros(shape, dtype=np.float32))
@@ -119,8 +122,7 @@ class MaskedRolloutBuffer(RolloutBuffer):
         if final_values is not None:
             self.final_values[self.pos] = final_values
         if obs is not None:
-            self.observations[self.pos].copy_(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(
-                self.n_envs, *self.obs_shape))
+            self.observations[self.pos].copy_(torch.as_tensor(np.asarray(obs)).reshape(self.n_envs, *self.obs_shape))
         self.actions[self.pos] = np.asarray(action).reshape((self.n_envs, self.action_dim))
         self.rewards[self.pos] = np.asarray(reward)
         self.episode_starts[self.pos] = np.asarray(episode_start)
@@ -398,7 +400,8 @@ class PPO(SB3PPO):
             self.episode_tally = EpisodeTally(n, monitor)
         stage = getattr(self, "_obs_stage", None)
         if stage is None or stage.device != buf.observations.device:
-            stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device)
+            stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device,
+                                                       buf.observations.dtype)
         tally = self.episode_tally
         stage.copy_into(buf.observations[0], self._last_obs)
         next_obs = torch.empty_like(buf.observations[0])
@@ -430,7 +433,8 @@ class PPO(SB3PPO):
             final_values = np.zeros(n, dtype=np.float32)
             if truncated.any():
                 ids = np.flatnonzero(truncated)
-                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device)
+                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device,
+                                            dtype=buf.observations.dtype)
                 with torch.no_grad():
                     v = self.denormalize_values(self.policy.predict_values(final_obs))
                 final_values[ids] = v.cpu().numpy().reshape(-1)

@@ -237,3 +237,17 @@ def test_popart_epoch_schedule_updates_once_per_epoch_and_preserves_outputs():
     assert model.popart_updates == 3
     with pytest.raises(ValueError, match="popart_schedule"):
         quick_model(popart_schedule="rollout")
+
+
+def test_float16_observations_stay_float16_on_the_data_path():
+    """With ``obs.dtype: float16`` the rollout storage holds the env's float16 observations as they
+    came (half the memory and transfer), and an update runs on them."""
+    cfg = terrazero_env.load_config("quick", **{"obs.dtype": "float16"}).with_overrides(num_worlds=2)
+    venv = DPSA(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled"), threshold=0.5, horizon=20)
+    model = PPO("DeepSetsPolicy", venv, n_steps=16, seed=0, policy_kwargs=SMALL)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(16 * model.n_envs)
+    buf = model.rollout_buffer
+    assert buf.observations.dtype == torch.float16 and model._last_obs.dtype == np.float16
+    assert buf.observations.abs().sum() > 0 and np.isfinite(buf.advantages).all()
+    assert any(not torch.equal(p, q) for p, q in zip(model.policy.parameters(), before))
