@@ -16,6 +16,10 @@ truncation, and V(s_final) for truncations. ``train()`` orchestrates the functio
 the start of every epoch after the first from the importance ratios of the previous epoch's
 minibatches, PopArt statistics updated once per rollout, and minibatches of trajectory segments drawn
 by priority. Defaults follow table 14.
+
+Given a Gymnasium vector env (the native env, DPSA, SGR), rollouts are collected on the array-only
+path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into observation storage on the
+training device; ``array_path=False`` goes through the SB3 adapter instead, with the same results.
 """
 
 from __future__ import annotations
