@@ -122,6 +122,8 @@ class Curve(BaseCallback):
         super().__init__()
         self.seconds, self.every, self.cfg, self.eval_worlds, self.seed = seconds, every, cfg, eval_worlds, seed
         self.points: list[dict[str, float]] = []
+        #: Stop at this many agent steps (None: only the time budget), to compare at equal steps.
+        self.stop_steps: int | None = None
         self.train_time = 0.0
         self.valid_steps = 0
 
@@ -157,6 +159,8 @@ class Curve(BaseCallback):
         else:  # terrazero_env.agents.PPO's array path: the vector env's info of arrays
             info = self.locals["info"]
             self.valid_steps += int(np.sum(info["valid"])) if "valid" in info else len(self.locals["dones"])
+        if self.stop_steps is not None and self.model.num_timesteps >= self.stop_steps:
+            return False
         return self.train_time + (time.perf_counter() - self._t0) < self.seconds
 
     def finish(self) -> None:
@@ -167,6 +171,7 @@ class Curve(BaseCallback):
 
 def run(name: str, model: Any, cfg: Any, total_steps: int, args: argparse.Namespace) -> dict[str, Any]:
     curve = Curve(args.seconds, args.eval_every, cfg, args.eval_worlds, args.seed + 1000)
+    curve.stop_steps = args.stop_steps
     print(f"{name}: {count_parameters(model.policy):,} parameters", flush=True)
     model.learn(total_steps, callback=curve)
     curve.finish()
@@ -215,6 +220,8 @@ def main() -> None:
     parser.add_argument("--eval-worlds", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=None,
                         help="horizon of the learning-rate schedule (default: the train section's total_steps)")
+    parser.add_argument("--stop-steps", type=int, default=None,
+                        help="also stop each algorithm at this many agent steps (compare at equal steps)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
