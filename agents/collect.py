@@ -18,6 +18,7 @@ vector envs keep the adapter path.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -88,8 +89,11 @@ class EpisodeTally:
     finished valid episodes, their return sum and the episodes whose goal / collision / off-road
     counter was set, since the last :meth:`take`."""
 
-    def __init__(self, num_envs: int, monitor: VecMonitor | None) -> None:
+    def __init__(self, num_envs: int, monitor: VecMonitor | None, episode_log: Any = None) -> None:
         self.monitor = monitor
+        #: SB3's ``ep_info_buffer`` (a bounded deque): gets ``{"r", "l", "t"}`` per finished episode,
+        #: as ``VecMonitor`` infos would give it (needs the monitor for lengths and times).
+        self.episode_log = episode_log
         self.returns = (monitor.episode_returns if monitor is not None
                         else np.zeros(num_envs, np.float32))
         self.totals = np.zeros(2 + len(TALLY_COUNTERS))
@@ -115,6 +119,11 @@ class EpisodeTally:
             self.totals[0] += ended.sum()
             self.totals[1] += float(np.sum(self.returns[ended]))
             self.totals[2:] += (counters[ended][:, self._cols] > 0).sum(axis=0)
+        if mon is not None and self.episode_log is not None:
+            ids = np.flatnonzero(dones)[-(self.episode_log.maxlen or dones.shape[0]):]
+            t = round(time.time() - mon.t_start, 6)
+            for r, length in zip(self.returns[ids], mon.episode_lengths[ids]):
+                self.episode_log.append({"r": r, "l": length, "t": t})
         if mon is not None:
             mon.episode_count += int(dones.sum())
             mon.episode_lengths[dones] = 0

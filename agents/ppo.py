@@ -402,6 +402,7 @@ class PPO(SB3PPO):
         n = venv.num_envs
         if self.episode_tally is None or self.episode_tally.returns.shape != (n,):
             self.episode_tally = EpisodeTally(n, monitor)
+        self.episode_tally.episode_log = self.ep_info_buffer  # SB3 and a resume replace the deque
         stage = getattr(self, "_obs_stage", None)
         if stage is None or stage.device != buf.observations.device:
             stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device,

@@ -216,6 +216,9 @@ def test_array_path_reproduces_the_sb3_adapter_path_exactly(sampler):
     assert fast.popart_mean == slow.popart_mean
     # The monitor's running returns continue the same way on both paths.
     np.testing.assert_array_equal(fast.env.episode_returns, slow.env.episode_returns)
+    # SB3's episode log (rollout/ep_rew_mean) holds the same episodes.
+    assert len(fast.ep_info_buffer) == len(slow.ep_info_buffer) > 0
+    assert [(e["r"], e["l"]) for e in fast.ep_info_buffer] == [(e["r"], e["l"]) for e in slow.ep_info_buffer]
 
 
 def test_popart_epoch_schedule_updates_once_per_epoch_and_preserves_outputs():
