@@ -127,7 +127,7 @@ def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: d
     state = {
         "format": CHECKPOINT_FORMAT, "rank": rank, "world_size": world_size,
         "policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
-        "popart": (model.popart_mean, model.popart_sq_mean),
+        "popart": (model.popart_mean, model.popart_sq_mean, model.popart_updates),
         "num_timesteps": model.num_timesteps, "n_updates": model._n_updates, "episode_num": model._episode_num,
         "last_obs": model._last_obs, "last_episode_starts": model._last_episode_starts,
         "ep_info_buffer": list(model.ep_info_buffer or []), "ep_success_buffer": list(model.ep_success_buffer or []),
@@ -161,7 +161,8 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     except RuntimeError as exc:
         raise ValueError(f"{path}: the policy does not match this run's settings ({exc})") from None
     model.policy.optimizer.load_state_dict(state["optimizer"])
-    model.popart_mean, model.popart_sq_mean = state["popart"]
+    model.popart_mean, model.popart_sq_mean = state["popart"][:2]
+    model.popart_updates = int(state["popart"][2]) if len(state["popart"]) > 2 else 0
     model.num_timesteps, model._n_updates = state["num_timesteps"], state["n_updates"]
     model._episode_num = state["episode_num"]
     model._last_obs, model._last_episode_starts = state["last_obs"], state["last_episode_starts"]

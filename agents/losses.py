@@ -20,7 +20,7 @@ import torch
 
 __all__ = [
     "masked_gae", "vtrace_gae", "masked_mean", "moments", "mean_std_from_moments", "normalize_advantages",
-    "masked_ppo_loss", "popart_sigma", "popart_update", "popart_update_moments", "segment_priorities",
+    "masked_ppo_loss", "popart_epoch_step", "popart_sigma", "popart_update", "popart_update_moments", "segment_priorities",
     "priority_weights", "priority_weight_max", "sample_segments",
 ]
 
@@ -199,19 +199,35 @@ def popart_update(mean: float, sq_mean: float, weight: Array, bias: Array, targe
 
 
 def popart_update_moments(mean: float, sq_mean: float, weight: Array, bias: Array, stats: Any,
-                          decay: float = 0.9997, min_sigma: float = 1e-4) -> tuple[float, float, Array, Array]:
+                          decay: float = 0.9997, min_sigma: float = 1e-4,
+                          step: float | None = None) -> tuple[float, float, Array, Array]:
     """:func:`popart_update` from the targets' ``[count, sum, sum of squares]`` (what data-parallel
-    ranks all-reduce, so every rank applies the update of the union of their targets)."""
+    ranks all-reduce, so every rank applies the update of the union of their targets).
+
+    ``step``: the weight of the batch means; None: ``1 - decay ** count`` (the decay per target
+    sample). :func:`popart_epoch_step` gives the weight of one update per epoch."""
     n, s1, s2 = (float(v) for v in stats)
     if n <= 0:
         return mean, sq_mean, weight, bias
-    step = 1.0 - decay ** n
+    if step is None:
+        step = 1.0 - decay ** n
     new_mean = (1 - step) * mean + step * s1 / n
     new_sq = (1 - step) * sq_mean + step * s2 / n
     old_sigma, new_sigma = popart_sigma(mean, sq_mean, min_sigma), popart_sigma(new_mean, new_sq, min_sigma)
     new_weight = weight * (old_sigma / new_sigma)
     new_bias = (old_sigma * bias + mean - new_mean) / new_sigma
     return new_mean, new_sq, new_weight, new_bias
+
+
+def popart_epoch_step(decay: float, updates: int) -> float:
+    """Weight of the batch means in the ``updates``-th per-epoch PopArt update (``updates >= 1``): the
+    EMA step ``1 - decay`` divided by ``1 - decay ** updates`` (the bias correction Adam applies to its
+    moment averages; ours, the paper gives none), so the first update takes the batch statistics and later ones approach ``1 - decay``.
+    Without the correction a decay of 0.9997 per epoch would leave the initial statistics
+    (mean 0, scale 1) in place for thousands of epochs."""
+    if updates < 1:
+        raise ValueError(f"updates: the count of this update, >= 1, got {updates!r}")
+    return (1.0 - decay) / (1.0 - decay ** updates)
 
 
 def segment_priorities(advantages: Array, alpha: float = 0.85) -> np.ndarray:

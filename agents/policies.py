@@ -31,6 +31,8 @@ from terrazero_env import engine as core
 __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env"]
 
 ENTITY_GROUPS = ("partners", "road", "traffic")
+#: Implementations of the entity encoders (:meth:`DeepSetsExtractor.encode_entities`).
+ENCODERS = ("packed", "dense")
 #: Ego ``agent_type`` code of each engine class (CAR, TRUCK, BUS, PEDESTRIAN, CYCLIST), from the engine.
 TYPE_CODES: tuple[int, ...] = core.TYPE_CODES
 
@@ -84,11 +86,16 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
 
     :param layout: group name -> ``[start, count, width]`` (see :func:`layout_from_env`).
     :param bf16: run under bfloat16 autocast when the input is on a CUDA device.
+    :param encoder: ``"packed"`` runs the entity MLPs on the present rows only and max-pools them with
+        one scatter (issue 17, point 4); ``"dense"`` runs them on every padded row and masks
+        (:meth:`encode_entities_dense`, the reference). Both compute the same function.
     """
 
     def __init__(self, observation_space: gym.spaces.Box, layout: dict[str, Sequence[int]], type_column: int,
                  agent_types: Sequence[int] = (1,), ego_hidden: int = 256, entity_hidden: int = 256,
-                 trunk: Sequence[int] = (1024, 1024, 1024), bf16: bool = True) -> None:
+                 trunk: Sequence[int] = (1024, 1024, 1024), bf16: bool = True, encoder: str = "packed") -> None:
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder: one of {', '.join(ENCODERS)}, got {encoder!r}")
         self.typed = len(agent_types) > 1
         super().__init__(observation_space, int(trunk[-1]) + int(self.typed))
         if "ego" not in layout:
@@ -96,6 +103,7 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
         self.layout = {name: tuple(int(v) for v in layout[name]) for name in layout}
         self.type_column = type_column
         self.bf16 = bf16
+        self.encoder = encoder
         ego_start, _, ego_width = self.layout["ego"]
         self.ego = _mlp([ego_width, ego_hidden, ego_hidden])
         self.entity_groups = [g for g in ENTITY_GROUPS if g in self.layout]
@@ -105,8 +113,26 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
         self.trunk = _mlp([width, *trunk])
 
     def encode_entities(self, group: str, obs: torch.Tensor) -> torch.Tensor:
-        """Masked max-pool of the shared per-entity MLP over the present (not all-zero) rows; zeros
-        when no entity is present."""
+        """Max-pool of the shared per-entity MLP over the present (not all-zero) rows of ``obs``
+        ``[B, D]``; zeros when no entity is present. Output ``[B, entity_hidden]``.
+
+        Only the present rows go through the MLP (padding is most of a group: 98% of the partner
+        rows and 31% of the road rows on the quick preset), and the pool is one ``scatter_reduce``.
+        The MLP ends in a ReLU, so every output is >= 0 and a pool that starts from zeros equals
+        the max over the present rows, and zero when there are none: the dense function exactly."""
+        if self.encoder == "dense":
+            return self.encode_entities_dense(group, obs)
+        start, count, width = self.layout[group]
+        ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
+        present = (ents != 0).any(dim=-1)
+        flat = present.reshape(-1).nonzero().squeeze(1)  # (row, entity) pairs, row-major
+        rows = torch.div(flat, count, rounding_mode="floor")
+        h = self.encoders[group](ents.reshape(-1, width).index_select(0, flat))
+        pooled = torch.zeros(obs.shape[0], h.shape[1], dtype=h.dtype, device=h.device)
+        return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
+
+    def encode_entities_dense(self, group: str, obs: torch.Tensor) -> torch.Tensor:
+        """The reference encoder: the MLP on every padded row, then a masked max-pool."""
         start, count, width = self.layout[group]
         ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
         present = (ents != 0).any(dim=-1)
@@ -153,13 +179,13 @@ class DeepSetsPolicy(ActorCriticPolicy):
 
     ``layout``, ``type_column`` and ``agent_types`` come from :func:`layout_from_env`;
     :class:`terrazero_env.agents.PPO` fills them in from its env. ``ego_hidden``, ``entity_hidden``,
-    ``trunk`` and ``bf16`` size the extractor.
+    ``trunk``, ``bf16`` and ``encoder`` size and shape the extractor.
     """
 
     def __init__(self, observation_space: gym.spaces.Box, action_space: gym.spaces.Space, lr_schedule: Any,
                  layout: dict[str, Sequence[int]], type_column: int, agent_types: Sequence[int] = (1,),
                  ego_hidden: int = 256, entity_hidden: int = 256, trunk: Sequence[int] = (1024, 1024, 1024),
-                 bf16: bool = True, **kwargs: Any) -> None:
+                 bf16: bool = True, encoder: str = "packed", **kwargs: Any) -> None:
         self.agent_types = list(agent_types)
         if len(self.agent_types) > 1 and not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError("per-type action heads need a Discrete action space")
@@ -169,7 +195,8 @@ class DeepSetsPolicy(ActorCriticPolicy):
         kwargs["features_extractor_class"] = DeepSetsExtractor
         kwargs["features_extractor_kwargs"] = {
             "layout": layout, "type_column": type_column, "agent_types": self.agent_types,
-            "ego_hidden": ego_hidden, "entity_hidden": entity_hidden, "trunk": tuple(trunk), "bf16": bf16}
+            "ego_hidden": ego_hidden, "entity_hidden": entity_hidden, "trunk": tuple(trunk), "bf16": bf16,
+            "encoder": encoder}
         kwargs["share_features_extractor"] = True
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 

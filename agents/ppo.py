@@ -16,6 +16,10 @@ truncation, and V(s_final) for truncations. ``train()`` orchestrates the functio
 the start of every epoch after the first from the importance ratios of the previous epoch's
 minibatches, PopArt statistics updated once per rollout, and minibatches of trajectory segments drawn
 by priority. Defaults follow table 14.
+
+Given a Gymnasium vector env (the native env, DPSA, SGR), rollouts are collected on the array-only
+path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into observation storage on the
+training device; ``array_path=False`` goes through the SB3 adapter instead, with the same results.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from stable_baselines3.common.utils import LinearSchedule, explained_variance, o
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
 from . import losses
+from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DeepSetsPolicy, layout_from_env
 
@@ -47,6 +52,8 @@ LINEAR_5E4 = LinearSchedule(5e-4, 0.0, 1.0)
 #: Rollout length per update, steps per env (table 14 gives none; ours: half of table 7's 256-step
 #: episode). ``TrainSettings`` (``agents/train.py``) reads its default from here.
 N_STEPS = 128
+#: When PopArt updates its statistics (see :class:`PPO`).
+POPART_SCHEDULES = ("sample", "epoch")
 
 
 class MaskedRolloutSamples(NamedTuple):
@@ -91,14 +98,26 @@ class MaskedRolloutBuffer(RolloutBuffer):
         self.final_values = np.zeros(shape, dtype=np.float32)
         self.next_values = np.zeros(shape, dtype=np.float32)
         self.log_rhos = np.zeros(shape, dtype=np.float32)
-        self._flat_obs: np.ndarray | None = None
-        super().reset()
+        # Observations live on the training device, allocated once (issue 17, point 2); the
+        # per-step scalars stay small NumPy arrays for the NumPy GAE / V-trace functions.
+        # float16 observations (``obs.dtype: float16``, section 3.1) stay float16 on the device; the
+        # policy casts them to float32 (SB3's ``preprocess_obs``).
+        if getattr(self, "observations", None) is None or not isinstance(self.observations, torch.Tensor):
+            dtype = torch.float16 if self.observation_space.dtype == np.float16 else torch.float32
+            self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=dtype,
+                                            device=self.device)
+        self.actions = np.zeros((self.buffer_size, self.n_envs, self.action_dim), dtype=self.action_space.dtype)
+        for name in ("rewards", "returns", "episode_starts", "values", "log_probs", "advantages"):
+            setattr(self, name, np.zeros(shape, dtype=np.float32))
+        self.generator_ready = False
+        self.pos, self.full = 0, False
 
-    def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
+    def add(self, obs: np.ndarray | None, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
             value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
             terminated: np.ndarray | None = None, dones: np.ndarray | None = None,
             final_values: np.ndarray | None = None) -> None:
-        """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final)."""
+        """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final).
+        ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there)."""
         if valid is not None:
             self.valid[self.pos] = valid
         if dones is not None:
@@ -106,7 +125,16 @@ class MaskedRolloutBuffer(RolloutBuffer):
             self.terminated[self.pos] = dones if terminated is None else terminated
         if final_values is not None:
             self.final_values[self.pos] = final_values
-        super().add(obs, action, reward, episode_start, value, log_prob)
+        if obs is not None:
+            self.observations[self.pos].copy_(torch.as_tensor(np.asarray(obs)).reshape(self.n_envs, *self.obs_shape))
+        self.actions[self.pos] = np.asarray(action).reshape((self.n_envs, self.action_dim))
+        self.rewards[self.pos] = np.asarray(reward)
+        self.episode_starts[self.pos] = np.asarray(episode_start)
+        self.values[self.pos] = value.clone().cpu().numpy().flatten()
+        self.log_probs[self.pos] = log_prob.clone().cpu().numpy().reshape(-1)
+        self.pos += 1
+        if self.pos == self.buffer_size:
+            self.full = True
 
     def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
         """Fill ``next_values`` (V(s_{t+1}), V(s_final) at truncations, 0 at terminals) and compute the
@@ -137,11 +165,13 @@ class MaskedRolloutBuffer(RolloutBuffer):
         return x.swapaxes(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
 
     def _samples(self, indices: np.ndarray, weights: np.ndarray | None = None) -> MaskedRolloutSamples:
-        if self._flat_obs is None:
-            self._flat_obs = self._flat(self.observations)
+        # Flat index i is step i % T of env i // T: gathered from the [T, N, ...] storage on the device.
+        idx = torch.as_tensor(indices, device=self.device)
+        observations = self.observations[idx % self.buffer_size, torch.div(idx, self.buffer_size,
+                                                                           rounding_mode="floor")]
         actions = self._flat(self.actions)[indices]
         return MaskedRolloutSamples(
-            observations=self.to_torch(self._flat_obs[indices]),
+            observations=observations,
             actions=self.to_torch(actions.astype(np.float32, copy=False)),
             old_values=self.to_torch(self._flat(self.values)[indices]),
             old_log_prob=self.to_torch(self._flat(self.log_probs)[indices]),
@@ -189,11 +219,17 @@ class PPO(SB3PPO):
     :param batch_size: minibatch size; None: rollout size / ``num_minibatches``.
     :param num_minibatches: minibatches per epoch (also the number drawn by priority).
     :param vtrace: V-trace off-policy correction, clip levels ``rho_bar`` and ``c_bar``.
-    :param popart: normalized value head with PopArt (``popart_decay`` per sample, ``popart_min_sigma``);
-        not allowed with ``VecNormalize(norm_reward=True)``.
+    :param popart: normalized value head with PopArt (``popart_decay``, ``popart_min_sigma``); not
+        allowed with ``VecNormalize(norm_reward=True)``. ``popart_schedule``: ``"sample"`` updates the
+        statistics once per rollout with the decay applied per target sample; ``"epoch"`` once per
+        epoch (section 5.1's reading) with the decay applied per update, bias-corrected
+        (:func:`losses.popart_epoch_step`). ``BENCHMARKS.md`` compares the two on the learning check.
     :param prioritized: draw minibatches of ``segment_length``-step segments by priority
         (``priority_alpha``; ``priority_beta0`` annealed linearly to ``priority_beta_final``);
         ``segment_length`` None: the largest divisor of ``n_steps`` and ``batch_size`` up to 16.
+    :param array_path: when the env is a Gymnasium vector env (wrapped here for SB3), collect rollouts
+        by stepping it directly and reading its arrays (:mod:`terrazero_env.agents.collect`); False: go
+        through the SB3 adapter's per-slot infos (same results, slower; for other SB3 tooling).
     """
 
     policy_aliases = {**SB3PPO.policy_aliases, "DeepSetsPolicy": DeepSetsPolicy}
@@ -205,9 +241,9 @@ class PPO(SB3PPO):
                  clip_range_vf: None = None, normalize_advantage: bool = True, ent_coef: float = 0.01,
                  vf_coef: float = 0.5, max_grad_norm: float = 0.5, vtrace: bool = True, rho_bar: float = 1.0,
                  c_bar: float = 1.0, popart: bool = True, popart_decay: float = 0.9997,
-                 popart_min_sigma: float = 1e-4, prioritized: bool = True, priority_alpha: float = 0.85,
+                 popart_min_sigma: float = 1e-4, popart_schedule: str = "sample", prioritized: bool = True, priority_alpha: float = 0.85,
                  priority_beta0: float = 0.85, priority_beta_final: float = 0.978, segment_length: int | None = None,
-                 policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
+                 array_path: bool = True, policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
                  **kwargs: Any) -> None:
         if clip_range_vf is not None:
             raise ValueError("value clipping is not supported (TerraZero table 14: unclipped)")
@@ -226,10 +262,18 @@ class PPO(SB3PPO):
         self.num_minibatches = num_minibatches
         self.vtrace, self.rho_bar, self.c_bar = vtrace, rho_bar, c_bar
         self.popart, self.popart_decay, self.popart_min_sigma = popart, popart_decay, popart_min_sigma
+        if popart_schedule not in POPART_SCHEDULES:
+            raise ValueError(f"popart_schedule: one of {', '.join(POPART_SCHEDULES)}, got {popart_schedule!r}")
+        self.popart_schedule = popart_schedule
         self.popart_mean, self.popart_sq_mean = 0.0, 1.0
+        #: Per-epoch PopArt updates done so far (``popart_schedule="epoch"``'s bias correction).
+        self.popart_updates = 0
         self.prioritized, self.priority_alpha = prioritized, priority_alpha
         self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
         self.segment_length = segment_length
+        self.array_path = array_path
+        #: Episode statistics of the array path (None until it runs; see ``agents/collect.py``).
+        self.episode_tally: EpisodeTally | None = None
         #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
         self.sync = Sync.local()
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
@@ -261,7 +305,7 @@ class PPO(SB3PPO):
         return values * self.popart_sigma + self.popart_mean if self.popart else values
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "sync"]
+        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage"]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """SB3's ``save``, plus (for a file path) the plain-data entry that lets
@@ -273,16 +317,21 @@ class PPO(SB3PPO):
             add_safe_entry(self, path)
 
     def _popart_step(self) -> None:
-        """Update the statistics with this rollout's value targets (over every rank's) and rescale the
-        value head."""
+        """Update the statistics with the current value targets (over every rank's) and rescale the
+        value head: once per rollout with the decay per target sample (``popart_schedule="sample"``),
+        or once per epoch with the bias-corrected decay per update (``"epoch"``)."""
         buf = self.rollout_buffer
         head = self.policy.value_net
         targets = buf.returns[buf.valid].astype(np.float64)
         stats = self.sync.sum([targets.size, targets.sum(), (targets * targets).sum()])
+        step = None
+        if self.popart_schedule == "epoch" and stats[0] > 0:
+            self.popart_updates += 1
+            step = losses.popart_epoch_step(self.popart_decay, self.popart_updates)
         with torch.no_grad():
             mean, sq_mean, weight, bias = losses.popart_update_moments(
                 self.popart_mean, self.popart_sq_mean, head.weight.data, head.bias.data, stats,
-                self.popart_decay, self.popart_min_sigma)
+                self.popart_decay, self.popart_min_sigma, step)
             head.weight.copy_(weight)
             head.bias.copy_(bias)
         self.popart_mean, self.popart_sq_mean = mean, sq_mean
@@ -294,6 +343,9 @@ class PPO(SB3PPO):
         """SB3's rollout loop, recording validity, terminal-vs-truncation and V(s_final) (denormalized);
         rewards are stored as given (truncations bootstrap through ``next_values``)."""
         assert self._last_obs is not None, "no previous observation was provided"
+        found = array_vector_env(env) if self.array_path and not self.use_sde else None
+        if found is not None:
+            return self._collect_arrays(found[0], found[1], callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         rollout_buffer.reset()
         if self.use_sde:
@@ -341,6 +393,69 @@ class PPO(SB3PPO):
         callback.on_rollout_end()
         return True
 
+    def _collect_arrays(self, venv: Any, monitor: VecMonitor | None, callback: BaseCallback,
+                        buf: MaskedRolloutBuffer, n_rollout_steps: int) -> bool:
+        """The array-only rollout loop (``agents/collect.py``): the same transitions as
+        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays."""
+        self.policy.set_training_mode(False)
+        buf.reset()
+        n = venv.num_envs
+        if self.episode_tally is None or self.episode_tally.returns.shape != (n,):
+            self.episode_tally = EpisodeTally(n, monitor)
+        self.episode_tally.episode_log = self.ep_info_buffer  # SB3 and a resume replace the deque
+        stage = getattr(self, "_obs_stage", None)
+        if stage is None or stage.device != buf.observations.device:
+            stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device,
+                                                       buf.observations.dtype)
+        tally = self.episode_tally
+        stage.copy_into(buf.observations[0], self._last_obs)
+        next_obs = torch.empty_like(buf.observations[0])
+        callback.on_rollout_start()
+        discrete = isinstance(self.action_space, spaces.Discrete)
+        ones = np.ones(n, bool)
+        n_steps = 0
+        while n_steps < n_rollout_steps:
+            obs_t = buf.observations[n_steps]
+            with torch.no_grad():
+                actions, values, log_probs = self.policy(obs_t)
+            actions = actions.cpu().numpy()
+            clipped = actions
+            if isinstance(self.action_space, spaces.Box):
+                clipped = (self.policy.unscale_action(actions) if self.policy.squash_output
+                           else np.clip(actions, self.action_space.low, self.action_space.high))
+            new_obs, rewards, terminated, truncated_flags, info = venv.step(clipped)
+            rewards = np.asarray(rewards, np.float32)
+            terminated = np.asarray(terminated, bool)
+            dones = terminated | np.asarray(truncated_flags, bool)
+            self.num_timesteps += n
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            valid = np.asarray(info.get("valid", ones), bool)
+            tally.step(rewards, dones, valid, info)
+            n_steps += 1
+            truncated = dones & ~terminated
+            final_values = np.zeros(n, dtype=np.float32)
+            if truncated.any():
+                ids = np.flatnonzero(truncated)
+                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device,
+                                            dtype=buf.observations.dtype)
+                with torch.no_grad():
+                    v = self.denormalize_values(self.policy.predict_values(final_obs))
+                final_values[ids] = v.cpu().numpy().reshape(-1)
+            buf.add(None, actions.reshape(-1, 1) if discrete else actions, rewards, self._last_episode_starts,
+                    self.denormalize_values(values), log_probs, valid=valid, terminated=terminated, dones=dones,
+                    final_values=final_values)
+            stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
+            self._last_episode_starts = dones
+        self._last_obs = next_obs.cpu().numpy().copy()
+        with torch.no_grad():
+            values = self.denormalize_values(self.policy.predict_values(next_obs))
+        buf.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
     # ---------------------------------------------------------------------------------- update
 
     def _minibatches(self, beta: float) -> Generator[MaskedRolloutSamples, None, None]:
@@ -356,7 +471,7 @@ class PPO(SB3PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)
         buf = self.rollout_buffer
-        if self.popart:
+        if self.popart and self.popart_schedule == "sample":
             self._popart_step()
         beta = self.priority_beta0 + (self.priority_beta_final - self.priority_beta0) * (
             1.0 - self._current_progress_remaining)
@@ -365,6 +480,8 @@ class PPO(SB3PPO):
         for epoch in range(self.n_epochs):
             if epoch > 0 and self.vtrace:
                 buf.recompute_vtrace(self.rho_bar, self.c_bar)
+            if self.popart and self.popart_schedule == "epoch":  # this epoch's targets (section 5.1)
+                self._popart_step()
             for batch in self._minibatches(beta):
                 actions = batch.actions
                 if isinstance(self.action_space, spaces.Discrete):

@@ -52,8 +52,8 @@ __all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train", "train_from_args
 PPO_KEYS = frozenset({
     "learning_rate", "n_steps", "batch_size", "num_minibatches", "n_epochs", "gamma", "gae_lambda", "clip_range",
     "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "vtrace", "rho_bar", "c_bar",
-    "popart", "popart_decay", "popart_min_sigma", "prioritized", "priority_alpha", "priority_beta0",
-    "priority_beta_final", "segment_length",
+    "popart", "popart_decay", "popart_min_sigma", "popart_schedule", "prioritized", "priority_alpha", "priority_beta0",
+    "priority_beta_final", "segment_length", "array_path",
 })
 SAMPLERS = ("dpsa", "sgr", "autoreset")
 
@@ -237,6 +237,8 @@ class _Loop(BaseCallback):
     def _on_step(self) -> bool:
         if self.stopping:
             return False
+        if "infos" not in self.locals:  # the array path tallies episodes itself (agents/collect.py)
+            return True
         dones = np.asarray(self.locals["dones"], bool)
         if dones.any():
             infos = self.locals["infos"]
@@ -255,6 +257,8 @@ class _Loop(BaseCallback):
         self.iteration += 1
         run = self.run
         stats = _sampler_stats(run.model)
+        if run.model.episode_tally is not None:
+            self._acc += run.model.episode_tally.take()
         glob = run.sync.sum([*self._acc, self.num_timesteps, stats["mu"], stats["eta"]])
         self._acc[:] = 0.0
         episodes, ret_sum, goals, cols, offs = glob[:5]

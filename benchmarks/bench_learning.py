@@ -7,6 +7,7 @@ through the SB3 adapter), and record the learning curves.
     python benchmarks/bench_learning.py [--seconds 420] [--worlds 8] [--eval-every 35]
     python benchmarks/bench_learning.py --algos ours,ours_paper_scales,stock   # with the input-scale ablation
     python benchmarks/bench_learning.py --algos ours --seed 1                   # another seed
+    python benchmarks/bench_learning.py --algos ours,ours_popart_epoch          # PopArt per sample vs per epoch
 
 Every ``--eval-every`` seconds of training, the policy drives one episode of every slot of a separate
 evaluation env (``--eval-worlds`` worlds of the preset, fixed seed) twice: sampling its actions and
@@ -121,6 +122,8 @@ class Curve(BaseCallback):
         super().__init__()
         self.seconds, self.every, self.cfg, self.eval_worlds, self.seed = seconds, every, cfg, eval_worlds, seed
         self.points: list[dict[str, float]] = []
+        #: Stop at this many agent steps (None: only the time budget), to compare at equal steps.
+        self.stop_steps: int | None = None
         self.train_time = 0.0
         self.valid_steps = 0
 
@@ -150,8 +153,14 @@ class Curve(BaseCallback):
         self._t0 = time.perf_counter()
 
     def _on_step(self) -> bool:
-        for info in self.locals.get("infos", []):
-            self.valid_steps += int(bool(info.get("valid", True)))
+        if "infos" in self.locals:  # the SB3 adapter's per-slot infos
+            for info in self.locals["infos"]:
+                self.valid_steps += int(bool(info.get("valid", True)))
+        else:  # terrazero_env.agents.PPO's array path: the vector env's info of arrays
+            info = self.locals["info"]
+            self.valid_steps += int(np.sum(info["valid"])) if "valid" in info else len(self.locals["dones"])
+        if self.stop_steps is not None and self.model.num_timesteps >= self.stop_steps:
+            return False
         return self.train_time + (time.perf_counter() - self._t0) < self.seconds
 
     def finish(self) -> None:
@@ -162,6 +171,7 @@ class Curve(BaseCallback):
 
 def run(name: str, model: Any, cfg: Any, total_steps: int, args: argparse.Namespace) -> dict[str, Any]:
     curve = Curve(args.seconds, args.eval_every, cfg, args.eval_worlds, args.seed + 1000)
+    curve.stop_steps = args.stop_steps
     print(f"{name}: {count_parameters(model.policy):,} parameters", flush=True)
     model.learn(total_steps, callback=curve)
     curve.finish()
@@ -210,10 +220,12 @@ def main() -> None:
     parser.add_argument("--eval-worlds", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=None,
                         help="horizon of the learning-rate schedule (default: the train section's total_steps)")
+    parser.add_argument("--stop-steps", type=int, default=None,
+                        help="also stop each algorithm at this many agent steps (compare at equal steps)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_paper_scales,stock")
+    parser.add_argument("--algos", default="ours,stock", help="comma-separated subset of ours,ours_popart_epoch,ours_paper_scales,stock")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--png", default=str(ROOT / "docs" / "learning_curve.png"))
     parser.add_argument("--plot-only", action="store_true", help="redraw --png from an existing --json")
@@ -247,6 +259,10 @@ def main() -> None:
         if algo == "ours":
             model = build_model(cfg, settings, seed=args.seed, device=args.device)
             name = "terrazero_env.agents.PPO (DeepSets, DPSA)"
+        elif algo == "ours_popart_epoch":
+            epoch = TrainSettings.from_mapping({**settings.to_mapping(), "popart_schedule": "epoch"})
+            model = build_model(cfg, epoch, seed=args.seed, device=args.device)
+            name = "terrazero_env.agents.PPO, PopArt statistics updated per epoch (section 5.1's reading)"
         elif algo == "ours_paper_scales":
             run_cfg = cfg.with_overrides(obs=PAPER_SCALES)
             model = build_model(run_cfg, settings, seed=args.seed, device=args.device)

@@ -1,14 +1,29 @@
-"""Training throughput with 1, 2, ... data-parallel ranks (TerraZero section 5.2): agent steps per
-second of the whole job, collection and updates together, summed over ranks.
+"""Training throughput (issue 17, point 5; TerraZero section 5.2): agent steps per second of the whole
+training loop, rollouts and updates together, next to the engine alone on the same worlds.
 
-    python benchmarks/bench_train.py                                  # CPU: 1 and 2 ranks, quick preset
-    python benchmarks/bench_train.py --ranks 1 2 4 8 --preset planner --device cuda --steps 2000000
+    python benchmarks/bench_train.py                               # quick preset's worlds: engine, near-zero, quick
+    python benchmarks/bench_train.py --preset planner --worlds 64 --rows engine,zero,quick,planner --n-steps 16
+    python benchmarks/bench_train.py --device cuda --preset planner --rows engine,zero,quick,planner
+    python benchmarks/bench_train.py --mode ranks --ranks 1 2 4 8 --preset planner --device cuda --steps 2000000
 
-Each configuration runs ``torchrun --nproc-per-node N -m terrazero_env.agents.launch`` from scratch
-for ``--steps`` agent steps (over all ranks) and reads the run's ``progress.jsonl``. The rate is
-measured from the end of the first iteration to the end of the last (start-up, the first rollout
-and the process launch are excluded). Writes ``benchmarks/results/train_scaling.json`` and prints
-a Markdown table.
+``--mode pipeline`` (the default) runs in one process, on the worlds of ``--preset`` (``--worlds``
+overrides their number), one row per ``--rows`` entry:
+
+* ``engine``: the native vector env stepping uniformly random actions (no learner): the ceiling.
+* ``zero``: ``terrazero_env.agents.PPO`` as ``terrazero train`` builds it, with a near-zero policy
+  (``ego_hidden 8, entity_hidden 4, trunk [8]``), one epoch of one minibatch: the pipeline's cost.
+* ``quick`` / ``planner``: the quick preset's 121k-parameter policy / the paper-sized 3.4M policy,
+  with the preset's PPO settings (2 epochs of 16 minibatches, V-trace, PopArt, priorities).
+
+Every training row runs twice, interleaved: ``before`` (``array_path=False``, the SB3 adapter's
+per-slot infos, and ``encoder="dense"``, the padded entity encoder) and ``after`` (the defaults: the
+array path and the packed encoder), so one run gives both figures on the same machine state. The
+rate is timed over ``--iterations`` iterations after one warm-up iteration. Torch uses
+``--threads`` CPU threads (the presets train on one). ``--mode ranks`` runs the data-parallel
+scaling table under ``torchrun`` (``--ranks``, ``--steps``) as before.
+
+Writes ``benchmarks/results/train_pipeline.json`` (or ``train_scaling.json``) and prints a Markdown
+table with the load average before and after.
 """
 
 from __future__ import annotations
@@ -21,9 +36,120 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+POLICIES = {
+    "zero": ({"ego_hidden": 8, "entity_hidden": 4, "trunk": [8]}, {"n_epochs": 1, "num_minibatches": 1}),
+    "quick": ({"ego_hidden": 64, "entity_hidden": 32, "trunk": [256, 256]}, {}),
+    "planner": ({}, {}),
+}
+VARIANTS = {"before": ({"array_path": False}, {"encoder": "dense"}), "after": ({}, {})}
+
+
+# ------------------------------------------------------------------------------------ pipeline
+
+
+def engine_rate(cfg: Any, steps: int) -> float:
+    """Agent steps per second of the native vector env alone, random actions."""
+    import terrazero_env
+
+    env = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    n = env.single_action_space.n
+    actions = rng.integers(0, n, size=(steps, env.num_envs))
+    env.step(actions[0])
+    t0 = time.perf_counter()
+    for a in actions[1:]:
+        env.step(a)
+    rate = env.num_envs * (steps - 1) / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Agent steps per second of PPO.learn (rollouts + updates) after one warm-up iteration."""
+    import torch
+    from terrazero_env.agents.train import TrainSettings, build_model
+
+    from terrazero_env.config_io import load_train_section
+
+    policy, ppo = POLICIES[row]
+    ppo_extra, policy_extra = VARIANTS[variant]
+    d = dict(load_train_section(args.preset))
+    d.update(ppo)
+    d.update(ppo_extra)
+    d["policy"] = {**policy, **policy_extra}
+    if args.n_steps:
+        d["n_steps"] = args.n_steps
+    d["preset"] = args.preset
+    settings = TrainSettings.from_mapping(d)
+    model = build_model(cfg, settings, seed=0, device=args.device)
+    per_iter = model.n_steps * model.n_envs
+    model.learn(per_iter)
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    model.learn(per_iter * args.iterations, reset_num_timesteps=False)
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    params = sum(p.numel() for p in model.policy.parameters())
+    model.env.close()
+    return {"row": row, "variant": variant, "parameters": params, "agent_steps": per_iter * args.iterations,
+            "seconds": seconds, "agent_steps_per_s": per_iter * args.iterations / seconds}
+
+
+def pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from terrazero_env.config_io import load_config
+
+    torch.set_num_threads(args.threads)
+    cfg = load_config(args.preset)
+    if args.worlds:
+        cfg = cfg.with_overrides(num_worlds=args.worlds)
+    load_before = os.getloadavg()
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = set(rows) - {"engine", *POLICIES}
+    if unknown:
+        raise SystemExit(f"--rows: unknown rows {sorted(unknown)}; choose from engine, {', '.join(POLICIES)}")
+    results: list[dict[str, Any]] = []
+    engine = None
+    if "engine" in rows:
+        engine = engine_rate(cfg, args.engine_steps)
+        results.append({"row": "engine", "variant": "-", "agent_steps_per_s": engine})
+    for row in rows:
+        if row == "engine":
+            continue
+        for variant in ("before", "after"):
+            results.append(training_rate(cfg, row, variant, args))
+            print(f"{row} {variant}: {results[-1]['agent_steps_per_s']:,.0f} agent-steps/s", flush=True)
+    load_after = os.getloadavg()
+    print(f"\n{args.preset} worlds: {cfg.num_worlds} x {cfg.slots_per_world} slots, device {args.device}, "
+          f"{args.threads} torch thread(s); load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
+    print("| row | parameters | before: adapter path, dense encoder | after: array path, packed encoder | speed-up "
+          "| after / engine |\n|---|---:|---:|---:|---:|---:|")
+    if engine is not None:
+        print(f"| engine alone (random actions) | - | - | {engine:,.0f} | - | 1.00 |")
+    for row in rows:
+        if row == "engine":
+            continue
+        b, a = (next(r for r in results if r["row"] == row and r["variant"] == v) for v in ("before", "after"))
+        share = f"{a['agent_steps_per_s'] / engine:.3f}" if engine else "-"
+        print(f"| {row} | {a['parameters']:,} | {b['agent_steps_per_s']:,.0f} | {a['agent_steps_per_s']:,.0f} "
+              f"| {a['agent_steps_per_s'] / b['agent_steps_per_s']:.2f} | {share} |")
+    return {"meta": {**_machine(args), "worlds": cfg.num_worlds, "slots_per_world": cfg.slots_per_world,
+                     "load_average_before": load_before, "load_average_after": load_after},
+            "results": results}
+
+
+# --------------------------------------------------------------------------------------- ranks
 
 
 def _free_port() -> int:
@@ -32,7 +158,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(ranks: int, args: argparse.Namespace) -> dict:
+def ranks_run(ranks: int, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
@@ -54,26 +180,42 @@ def run(ranks: int, args: argparse.Namespace) -> dict:
             "agent_steps_per_s": steps / seconds, "mu": last["mu"], "final_return": last["return"]}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--preset", default="quick")
-    p.add_argument("--steps", type=int, default=40_000, help="agent steps per configuration, over all ranks")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the trainer")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "train_scaling.json"))
-    args = p.parse_args()
-    results = [run(n, args) for n in args.ranks]
+def ranks(args: argparse.Namespace) -> dict[str, Any]:
+    results = [ranks_run(n, args) for n in args.ranks]
     base = results[0]["agent_steps_per_s"]
     print("| ranks | agent-steps/s (incl. updates) | speed-up | iterations |\n|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['ranks']} | {r['agent_steps_per_s']:,.0f} | {r['agent_steps_per_s'] / base:.2f} | {r['iterations']} |")
-    meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "preset": args.preset, "device": args.device,
-            "steps": args.steps, "set": args.set}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1), encoding="utf-8")
-    print(f"wrote {args.out}")
+    return {"meta": {**_machine(args), "steps": args.steps, "set": args.set}, "results": results}
+
+
+def _machine(args: argparse.Namespace) -> dict[str, Any]:
+    return {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "preset": args.preset, "device": args.device}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["pipeline", "ranks"], default="pipeline")
+    p.add_argument("--preset", default="quick")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--worlds", type=int, default=None, help="pipeline: number of worlds (default: the preset's)")
+    p.add_argument("--rows", default="engine,zero,quick", help="pipeline: engine, zero, quick, planner")
+    p.add_argument("--n-steps", type=int, default=None, help="pipeline: rollout length (default: the preset's)")
+    p.add_argument("--iterations", type=int, default=3, help="pipeline: timed iterations per training row")
+    p.add_argument("--engine-steps", type=int, default=300)
+    p.add_argument("--threads", type=int, default=1, help="pipeline: torch CPU threads")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--steps", type=int, default=40_000, help="ranks: agent steps per configuration, over all ranks")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="ranks: passed to the trainer")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    data = pipeline(args) if args.mode == "pipeline" else ranks(args)
+    name = "train_pipeline.json" if args.mode == "pipeline" else "train_scaling.json"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -52,9 +52,10 @@ def main(out: str) -> None:
     n = part.n_envs
     cols = slice(sync.rank * n, (sync.rank + 1) * n)
     dst = part.rollout_buffer
-    for name, value in vars(src).items():
-        if isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[:2] == (src.buffer_size, src.n_envs):
-            setattr(dst, name, value[:, cols].copy())
+    for name, value in vars(src).items():  # NumPy per-step arrays and the observation tensor
+        if (isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim >= 2
+                and tuple(value.shape[:2]) == (src.buffer_size, src.n_envs)):
+            setattr(dst, name, value[:, cols].clone() if isinstance(value, torch.Tensor) else value[:, cols].copy())
     dst.full, dst.pos = True, src.buffer_size
     part.train()
     whole.train()

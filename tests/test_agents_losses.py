@@ -260,3 +260,19 @@ def test_priority_sampling_frequencies_match_probabilities():
     counts = np.bincount(losses.sample_segments(p, draws, rng), minlength=12)
     sigma = np.sqrt(draws * p * (1 - p))
     assert np.all(np.abs(counts - draws * p) < 5 * sigma)
+
+
+def test_popart_epoch_step_takes_the_first_batch_then_approaches_the_ema_step():
+    """Bias-corrected per-update step: 1 at the first update, 1 - decay in the limit, and a constant
+    stream of equal batches gives exactly their mean from the first update on."""
+    assert losses.popart_epoch_step(0.9997, 1) == 1.0
+    assert losses.popart_epoch_step(0.9997, 10**6) == pytest.approx(3e-4, rel=1e-9)
+    assert losses.popart_epoch_step(0.9, 2) == pytest.approx(0.1 / 0.19)
+    mean, sq = 0.0, 1.0
+    w, b = torch.ones(1, 3), torch.zeros(1)
+    for k in range(1, 5):
+        mean, sq, w, b = losses.popart_update_moments(mean, sq, w, b, (4, 4 * 7.0, 4 * 50.0), 0.9997, 1e-4,
+                                                      losses.popart_epoch_step(0.9997, k))
+        assert mean == pytest.approx(7.0) and sq == pytest.approx(50.0)
+    with pytest.raises(ValueError, match="updates"):
+        losses.popart_epoch_step(0.9997, 0)

@@ -180,7 +180,7 @@ def test_learn_save_load_predict(tmp_path):
     assert model.popart_mean != 0.0
     model.save(tmp_path / "m.zip")
     loaded = PPO.load(tmp_path / "m.zip")
-    obs = model.rollout_buffer.observations[0]
+    obs = model.rollout_buffer.observations[0].cpu().numpy()
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
     assert loaded.popart_mean == model.popart_mean
 
@@ -189,3 +189,73 @@ def test_popart_refuses_reward_normalization():
     with pytest.raises(ValueError, match="PopArt"):
         PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=True, prioritized=False)
     PPO("MlpPolicy", VecNormalize(cartpole(2)), n_steps=16, popart=False, prioritized=False)
+
+
+def _trained(array_path, sampler="dpsa", rollouts=3):
+    if sampler == "dpsa":
+        venv = DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"), threshold=0.5, horizon=20)
+    else:  # per-world autoreset: the native env restarts finished worlds on the next step
+        from terrazero_env.wrappers import SamplingStats
+        venv = SamplingStats(terrazero_env.make_vec(2, "quick", autoreset_mode="NextStep"))
+    model = PPO("DeepSetsPolicy", venv, n_steps=32, seed=0, policy_kwargs=SMALL, array_path=array_path)
+    model.learn(model.n_steps * model.n_envs * rollouts)
+    return model
+
+
+@pytest.mark.parametrize("sampler", ["dpsa", "autoreset"])
+def test_array_path_reproduces_the_sb3_adapter_path_exactly(sampler):
+    """The array-only rollout loop stores the same transitions (observations, actions, rewards,
+    validity, terminal flags, V(s_final) bootstraps) and so reaches the same parameters as the loop
+    through the SB3 adapter's per-slot infos, over several rollouts with episode ends."""
+    fast, slow = _trained(True, sampler), _trained(False, sampler)
+    assert fast.episode_tally is not None and slow.episode_tally is None  # each took its own path
+    a, b = fast.rollout_buffer, slow.rollout_buffer
+    assert (a.dones & a.valid).any() and (a.dones & ~a.terminated).any()  # episodes ended, some truncated
+    torch.testing.assert_close(a.observations, b.observations, rtol=0, atol=0)
+    for name in ("actions", "rewards", "valid", "terminated", "dones", "final_values", "values", "log_probs",
+                 "advantages", "returns", "episode_starts"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(fast._last_obs, slow._last_obs)
+    for (name, p), q in zip(fast.policy.named_parameters(), slow.policy.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
+    assert fast.popart_mean == slow.popart_mean
+    # The monitor's running returns continue the same way on both paths.
+    np.testing.assert_array_equal(fast.env.episode_returns, slow.env.episode_returns)
+    # SB3's episode log (rollout/ep_rew_mean) holds the same episodes.
+    assert len(fast.ep_info_buffer) == len(slow.ep_info_buffer) > 0
+    assert [(e["r"], e["l"]) for e in fast.ep_info_buffer] == [(e["r"], e["l"]) for e in slow.ep_info_buffer]
+
+
+def test_popart_epoch_schedule_updates_once_per_epoch_and_preserves_outputs():
+    """``popart_schedule="epoch"``: one statistics update per epoch (two per update here), each
+    leaving the denormalized value predictions unchanged; unknown schedules are refused."""
+    model = quick_model(popart=True, popart_schedule="epoch", n_epochs=2)
+    buf = collect(model)
+    obs = buf.observations[:, 0]
+    with torch.no_grad():
+        before = model.denormalize_values(model.policy.predict_values(obs))
+    model._popart_step()
+    with torch.no_grad():
+        after = model.denormalize_values(model.policy.predict_values(obs))
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-5)
+    assert model.popart_updates == 1
+    targets = buf.returns[buf.valid]
+    assert model.popart_mean == pytest.approx(float(targets.mean()), rel=1e-6)  # first update: the batch mean
+    model.train()
+    assert model.popart_updates == 3
+    with pytest.raises(ValueError, match="popart_schedule"):
+        quick_model(popart_schedule="rollout")
+
+
+def test_float16_observations_stay_float16_on_the_data_path():
+    """With ``obs.dtype: float16`` the rollout storage holds the env's float16 observations as they
+    came (half the memory and transfer), and an update runs on them."""
+    cfg = terrazero_env.load_config("quick", **{"obs.dtype": "float16"}).with_overrides(num_worlds=2)
+    venv = DPSA(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled"), threshold=0.5, horizon=20)
+    model = PPO("DeepSetsPolicy", venv, n_steps=16, seed=0, policy_kwargs=SMALL)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(16 * model.n_envs)
+    buf = model.rollout_buffer
+    assert buf.observations.dtype == torch.float16 and model._last_obs.dtype == np.float16
+    assert buf.observations.abs().sum() > 0 and np.isfinite(buf.advantages).all()
+    assert any(not torch.equal(p, q) for p, q in zip(model.policy.parameters(), before))
