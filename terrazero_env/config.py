@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from .config_checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
+from .config_checks import set_field as _set
 from .maps.schema import AgentType
+from .road_users_config import (
+    CrossingGroup,
+    PedestrianConfig,
+    RoadUsersConfig,
+    StaticGenerator,
+    StaticKind,
+)
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
@@ -203,12 +211,6 @@ class ClassSpec:
     @property
     def num_actions(self) -> int:
         return len(self.action_long) * len(self.action_lat)
-
-
-def _set(obj: Any, name: str, value: Any) -> None:
-    """Store a checked field's canonical form (enum member, tuple) on a frozen dataclass."""
-    if getattr(obj, name) is not value:
-        object.__setattr__(obj, name, value)
 
 
 def default_classes() -> dict[AgentType, ClassSpec]:
@@ -413,186 +415,6 @@ class InitConfig:
 #: ([0.8, 1.2] is ours: the table gives no bounds), pedestrians fixed at 1.
 kinematic_ranges_table15: tuple[tuple[float, float], ...] = ((0.5, 1.5), (0.5, 1.5), (0.5, 1.5), (1.0, 1.0),
                                                              (0.8, 1.2))
-
-
-class CrossingGroup(IntEnum):
-    """Kinds of crossing group arriving at a crosswalk (TerraZero section 4.4, figure 4)."""
-
-    SINGLE = 0
-    """One crosser from either end."""
-    PACK = 1
-    """Several crossers from one end, side by side."""
-    BIDIRECTIONAL = 2
-    """A pack from each end at once, walking through each other under ORCA."""
-    STAGGERED = 3
-    """Several crossers from one end, one after another."""
-
-
-@dataclass(frozen=True)
-class PedestrianConfig:
-    """Rule-based pedestrians (TerraZero section 4.4, figure 4): crosswalk crossers under reciprocal
-    collision avoidance (ORCA, van den Berg et al. 2011) and mid-block jaywalkers. The paper names
-    the generators but gives no numbers; every value is ours. Both generators are off by default."""
-
-    crossing_rate: float = 0.0
-    """Crossing events (groups) per crosswalk per second, a Poisson rate >= 0; 0 turns crossers off (ours)."""
-    group_probs: tuple[float, float, float, float] = (0.4, 0.2, 0.2, 0.2)
-    """Probabilities of the group kinds (single, pack, bidirectional, staggered; ``CrossingGroup``
-    order), each in [0, 1], summing to 1 (ours)."""
-    group_size: tuple[int, int] = (2, 4)
-    """Members of a pack (per side for a bidirectional flow) and of a staggered sequence, a count
-    range within [1, 8] (ours)."""
-    stagger_interval: float = 1.5
-    """Seconds between the members of a staggered sequence, > 0 (ours)."""
-    walking_speed: tuple[float, float] = (1.0, 1.6)
-    """Preferred walking speed range (m/s), > 0 (ours; adult walking speeds are about 1.2-1.5 m/s)."""
-    max_speed: float = 2.0
-    """Speed limit of the ORCA velocity (m/s), > 0 and at least the fastest walking speed (ours)."""
-    radius: float = 0.35
-    """Least ORCA disc radius (m), > 0; a pedestrian whose box has a larger half diagonal uses that (ours)."""
-    neighbor_distance: float = 5.0
-    """Range (m, between disc edges) within which other pedestrians enter a walker's ORCA program, > 0 (ours;
-    RVO2's examples use 10-15 m for faster agents)."""
-    time_horizon: float = 2.0
-    """ORCA time horizon tau (s), > 0: velocities that would touch a neighbour within it are excluded (ours)."""
-    jaywalk_rate: float = 0.0
-    """Jaywalkers per world per second, a Poisson rate >= 0, each crossing a random spawn lane mid-block; 0 turns
-    them off (ours)."""
-    jaywalk_reach: float = 30.0
-    """How far (m) from the lane a jaywalker's road edges are searched for, > 0; a crossing point without an
-    edge within it on both sides is skipped (ours)."""
-    vehicle_yield_horizon: float = 3.0
-    """Seconds ahead over which IDM vehicles predict a moving pedestrian's straight walk and stop short of
-    where it would enter their path (crosswalk or not), >= 0; 0 turns yielding off (ours)."""
-
-    def __post_init__(self) -> None:
-        for name in ("crossing_rate", "jaywalk_rate", "vehicle_yield_horizon"):
-            check_float(f"PedestrianConfig.{name}", getattr(self, name), 0.0)
-        probs = check_tuple("PedestrianConfig.group_probs", self.group_probs, len(CrossingGroup))
-        for i, g in enumerate(CrossingGroup):
-            check_float(f"PedestrianConfig.group_probs[{i}] ({g.name.lower()})", probs[i], 0.0, 1.0)
-        if abs(sum(probs) - 1.0) > 1e-6:
-            raise ValueError(f"PedestrianConfig.group_probs: must sum to 1, got {sum(probs)!r}")
-        _set(self, "group_probs", probs)
-        _set(self, "group_size", check_pair("PedestrianConfig.group_size", self.group_size, 1, 8, ints=True))
-        _set(self, "walking_speed", check_pair("PedestrianConfig.walking_speed", self.walking_speed, 0.0,
-                                               lo_open=True, unit=" (m/s)"))
-        for name in ("stagger_interval", "max_speed", "radius", "neighbor_distance", "time_horizon", "jaywalk_reach"):
-            check_float(f"PedestrianConfig.{name}", getattr(self, name), 0.0, lo_open=True)
-        if self.max_speed < self.walking_speed[1]:
-            raise ValueError(f"PedestrianConfig.max_speed: {self.max_speed!r} is below the fastest walking speed "
-                             f"{self.walking_speed[1]!r}")
-
-
-class StaticKind(IntEnum):
-    """What a static actor is (the ``kind`` column of ``Engine.agents``; issue 16)."""
-
-    NONE = 0
-    """Not a static actor of a generator."""
-    PARKED = 1
-    CRASHED = 2
-    CONE = 3
-    WORKER = 4
-    DEBRIS = 5
-
-
-class StaticGenerator(IntEnum):
-    """Static-actor generators (TerraZero section 4.4, figure 4), in the engine's order."""
-
-    PARKED = 0
-    CRASH_DISC = 1
-    CRASH_CHAIN = 2
-    CRASH_TBONE = 3
-    CRASH_FAN = 4
-    CONE_GRID = 5
-    CONE_TAPER = 6
-    LANE_BLOCK = 7
-    DEBRIS = 8
-
-
-def _count_range(where: str, v: Any, hi: int = 64) -> tuple[int, int]:
-    """A per-episode count: a fixed integer or an inclusive ``(min, max)``."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        v = (v, v)
-    return check_pair(where, v, 0, hi, ints=True)
-
-
-@dataclass(frozen=True)
-class RoadUsersConfig:
-    """Rule-based road users of a scene (TerraZero section 4.4, issue 16)."""
-
-    # -- IDM traffic and static actors ------------------------------------------------------------
-    idm_fraction: float = 0.0
-    """Share in [0, 1] of the background vehicles (cars, trucks, buses the policy does not control)
-    driven by the IDM controller (section 4.4); the rest stay where they were placed (ours). The YAML
-    key ``init.idm_fraction`` of earlier configs is read as this field."""
-    idm_modes: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
-    cautious) at placement and reroll (section 4.4 names the modes; equal weights are ours)."""
-    parked: tuple[int, int] = (0, 0)
-    """Rows of parked vehicles per world, a count or (min, max) in [0, 64] (section 4.4; ours)."""
-    parked_row: tuple[int, int] = (1, 3)
-    """Vehicles per parked row, (min, max) in [1, 12] (ours)."""
-    crash_disc: tuple[int, int] = (0, 0)
-    """Crashed-vehicle clusters per world scattered over a disc (section 4.4, figure 4), a count or (min, max)."""
-    crash_chain: tuple[int, int] = (0, 0)
-    """Rear-end chains per world (section 4.4, figure 4), a count or (min, max)."""
-    crash_tbone: tuple[int, int] = (0, 0)
-    """T-bone pairs per world (section 4.4, figure 4), a count or (min, max)."""
-    crash_fan: tuple[int, int] = (0, 0)
-    """Outward fans per world (section 4.4, figure 4), a count or (min, max)."""
-    crash_vehicles: tuple[int, int] = (2, 4)
-    """Vehicles per disc or fan cluster, (min, max) in [1, 8]; a chain takes 2 to max (ours)."""
-    cone_grid: tuple[int, int] = (0, 0)
-    """Cone grids per world (construction zones, section 4.4), a count or (min, max)."""
-    cone_taper: tuple[int, int] = (0, 0)
-    """Diagonal cone tapers per world, each within one lane (section 4.4), a count or (min, max)."""
-    lane_block: tuple[int, int] = (0, 0)
-    """Perpendicular cone lines closing a lane, per world (section 4.4), a count or (min, max)."""
-    debris: tuple[int, int] = (0, 0)
-    """Isolated pieces of debris per world (section 4.4), a count or (min, max)."""
-    static_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    """Relative frequency (non-negative, not all zero) of car, truck and bus sizes among parked and
-    crashed vehicles (dimensions from each class's ranges; the weights are ours)."""
-    worker_prob: float = 0.5
-    """Probability in [0, 1] that a construction zone has stationary workers (ours)."""
-    workers: tuple[int, int] = (1, 2)
-    """Workers per zone that has them, (min, max) in [1, 8] (ours)."""
-    debris_size: tuple[float, float] = (0.3, 1.0)
-    """(min, max) side of a piece of debris (m) (ours)."""
-    static_clearance: float = 0.5
-    """Gap (m) a static group keeps from every agent placed before it (ours)."""
-    static_tries: int = 20
-    """Placement attempts per static instance, in [1, 1000] (ours)."""
-    # -- pedestrians -------------------------------------------------------------------------------
-    pedestrians: PedestrianConfig = field(default_factory=PedestrianConfig)
-    """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
-
-    def __post_init__(self) -> None:
-        check_float("RoadUsersConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
-        for name, n in (("idm_modes", 3), ("static_sizes", 3)):
-            w = check_tuple(f"RoadUsersConfig.{name}", getattr(self, name), n)
-            for i, x in enumerate(w):
-                check_float(f"RoadUsersConfig.{name}[{i}]", x, 0.0)
-            if sum(w) <= 0:
-                raise ValueError(f"RoadUsersConfig.{name}: {n} non-negative weights, not all zero, got {w}")
-            _set(self, name, w)
-        for g in StaticGenerator:
-            name = g.name.lower()
-            _set(self, name, _count_range(f"RoadUsersConfig.{name}", getattr(self, name)))
-        for name, lo, hi in (("parked_row", 1, 12), ("crash_vehicles", 1, 8), ("workers", 1, 8)):
-            _set(self, name, check_pair(f"RoadUsersConfig.{name}", getattr(self, name), lo, hi, ints=True))
-        check_float("RoadUsersConfig.worker_prob", self.worker_prob, 0.0, 1.0)
-        _set(self, "debris_size", check_pair("RoadUsersConfig.debris_size", self.debris_size, 0.05, 5.0,
-                                             unit=" of metres"))
-        check_float("RoadUsersConfig.static_clearance", self.static_clearance, 0.0, 10.0, unit=" of metres")
-        check_int("RoadUsersConfig.static_tries", self.static_tries, 1, 1000)
-        if not isinstance(self.pedestrians, PedestrianConfig):
-            raise ValueError(f"RoadUsersConfig.pedestrians: a PedestrianConfig, got {type(self.pedestrians).__name__}")
-
-    def static_counts(self) -> tuple[tuple[int, int], ...]:
-        """(min, max) instances per world of each generator, in ``StaticGenerator`` order."""
-        return tuple(getattr(self, g.name.lower()) for g in StaticGenerator)
 
 
 class SignalController(IntEnum):

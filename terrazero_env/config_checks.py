@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["check_bool", "check_enum", "check_float", "check_int", "check_pair", "check_tuple"]
+__all__ = ["check_bool", "check_enum", "check_float", "check_int", "check_pair", "check_tuple", "set_field"]
 
 E = TypeVar("E", bound=IntEnum)
 
@@ -96,3 +96,9 @@ def check_pair(where: str, v: Any, lo: float | None = 0.0, hi: float | None = No
     if t[0] > t[1]:
         raise ValueError(f"{where}: need min <= max, got {v!r}")
     return t
+
+
+def set_field(obj: Any, name: str, value: Any) -> None:
+    """Store a checked field's canonical form (enum member, tuple) on a frozen dataclass."""
+    if getattr(obj, name) is not value:
+        object.__setattr__(obj, name, value)
