@@ -321,8 +321,8 @@ cdef class Engine:
         self.idmp.max_decel = idm.max_decel
         self.idmp.curve_accel = idm.curve_lat_accel
         self.idmp.side_margin = idm.side_margin
-        self._load_road_users(cfg)
-        self._load_pedestrians(cfg.road_users.pedestrians)
+        _load_road_users(self, cfg)
+        _load_pedestrians(self, cfg.road_users.pedestrians)
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)
         self.sigp.green_med, self.sigp.green_sig = sg.christmas_green
@@ -340,25 +340,6 @@ cdef class Engine:
         self.noise_clip = cfg.obs.noise_clip
         self.state_dropout = cfg.obs.state_dropout
 
-    cdef _load_pedestrians(self, pc):
-        """Pedestrian generators (``PedestrianConfig``) and the IDM vehicles' yielding to pedestrians."""
-        cdef PedParams* p = &self.pedp
-        cdef int k
-        p.rate = pc.crossing_rate
-        cum = np.cumsum(np.asarray(pc.group_probs, np.float64))
-        for k in range(N_GROUP_KINDS):
-            p.group_cdf[k] = cum[k]
-        p.pack_lo, p.pack_hi = pc.group_size
-        p.stagger = pc.stagger_interval
-        p.speed_lo, p.speed_hi = pc.walking_speed
-        p.max_speed = pc.max_speed
-        p.radius = pc.radius
-        p.neighbor_dist = pc.neighbor_distance
-        p.time_horizon = pc.time_horizon
-        p.jaywalk_rate = pc.jaywalk_rate
-        p.jaywalk_reach = pc.jaywalk_reach
-        self.idmp.ped_horizon = pc.vehicle_yield_horizon
-
     @property
     def pedestrian_stats(self):
         """Per-world counters of the pedestrian generators since each world's reset, int64
@@ -366,32 +347,6 @@ cdef class Engine:
         v = self._buffers["ped_stats"].view()
         v.flags.writeable = False
         return v
-    cdef _load_road_users(self, cfg):
-        """IDM share and mode mix, per-class kinematic ranges and the static generators' table."""
-        ru = cfg.road_users
-        self.idm_fraction = ru.idm_fraction
-        w = [float(x) for x in ru.idm_modes]
-        self.idmp.mode_uniform = 1 if w[0] == w[1] == w[2] else 0
-        for k in range(3):
-            self.idmp.mode_cdf[k] = sum(w[:k + 1]) / sum(w)
-        ranges = cfg.init.class_kinematic_ranges or (cfg.init.kinematic_range,) * N_CLASSES
-        for c in range(N_CLASSES):
-            self.ckin_lo[c], self.ckin_hi[c] = ranges[c]
-        cdef StaticParams* p = &self.statp
-        p.any = 0
-        for g, (lo, hi) in enumerate(ru.static_counts()):
-            p.count_lo[g], p.count_hi[g] = lo, hi
-            p.any = p.any or hi > 0
-        p.row_lo, p.row_hi = ru.parked_row
-        for k in range(3):
-            p.size_w[k] = ru.static_sizes[k]
-        p.crash_lo, p.crash_hi = ru.crash_vehicles
-        p.worker_prob = ru.worker_prob
-        p.workers_lo, p.workers_hi = ru.workers
-        p.debris_lo, p.debris_hi = ru.debris_size
-        p.clearance = ru.static_clearance
-        p.tries = ru.static_tries
-
     cdef _set_obs_layout(self, o, alpha):
         cdef EgoLayout* e = &self.ego
         L = self.obs_layout

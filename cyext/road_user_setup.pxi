@@ -1,0 +1,50 @@
+# Road-user settings of the Engine, as module-level functions of _engine.pyx taking the engine: the
+# configuration's ``road_users`` section (IDM share and behaviour modes, per-class kinematic ranges,
+# static generators, pedestrian generators) flattened into the C parameter structs the step reads
+# (``IdmParams``, ``StaticParams``, ``PedParams``). Called once from ``Engine.__init__``.
+
+cdef _load_road_users(Engine e, cfg):
+    """IDM share and mode mix, per-class kinematic ranges and the static generators' table."""
+    ru = cfg.road_users
+    e.idm_fraction = ru.idm_fraction
+    w = [float(x) for x in ru.idm_modes]
+    e.idmp.mode_uniform = 1 if w[0] == w[1] == w[2] else 0
+    for k in range(3):
+        e.idmp.mode_cdf[k] = sum(w[:k + 1]) / sum(w)
+    ranges = cfg.init.class_kinematic_ranges or (cfg.init.kinematic_range,) * N_CLASSES
+    for c in range(N_CLASSES):
+        e.ckin_lo[c], e.ckin_hi[c] = ranges[c]
+    cdef StaticParams* p = &e.statp
+    p.any = 0
+    for g, (lo, hi) in enumerate(ru.static_counts()):
+        p.count_lo[g], p.count_hi[g] = lo, hi
+        p.any = p.any or hi > 0
+    p.row_lo, p.row_hi = ru.parked_row
+    for k in range(3):
+        p.size_w[k] = ru.static_sizes[k]
+    p.crash_lo, p.crash_hi = ru.crash_vehicles
+    p.worker_prob = ru.worker_prob
+    p.workers_lo, p.workers_hi = ru.workers
+    p.debris_lo, p.debris_hi = ru.debris_size
+    p.clearance = ru.static_clearance
+    p.tries = ru.static_tries
+
+
+cdef _load_pedestrians(Engine e, pc):
+    """Pedestrian generators (``PedestrianConfig``) and the IDM vehicles' yielding to pedestrians."""
+    cdef PedParams* p = &e.pedp
+    cdef int k
+    p.rate = pc.crossing_rate
+    cum = np.cumsum(np.asarray(pc.group_probs, np.float64))
+    for k in range(N_GROUP_KINDS):
+        p.group_cdf[k] = cum[k]
+    p.pack_lo, p.pack_hi = pc.group_size
+    p.stagger = pc.stagger_interval
+    p.speed_lo, p.speed_hi = pc.walking_speed
+    p.max_speed = pc.max_speed
+    p.radius = pc.radius
+    p.neighbor_dist = pc.neighbor_distance
+    p.time_horizon = pc.time_horizon
+    p.jaywalk_rate = pc.jaywalk_rate
+    p.jaywalk_reach = pc.jaywalk_reach
+    e.idmp.ped_horizon = pc.vehicle_yield_horizon
