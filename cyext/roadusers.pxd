@@ -33,7 +33,7 @@ from geometry cimport wrap_angle, obb_overlap_cs
 from rng cimport Rng, rng_uniform, rng_int
 from dynamics cimport clip
 from route cimport (Route, Sweep, Cursor, _route_next, _route_build, _cursor_start, _route_xy, _kappa_max,
-                    _predict, _project)
+                    _predict, _project, sweep_bounds)
 from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked,
                        pedestrian_yield)
 
@@ -185,13 +185,7 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
     cdef double dx, dy, g, w, ahl = 0.5 * a.length, ahw, bhl, bhw, ra, rb, near, xmin, xmax, ymin, ymax
     cdef bint turning
     ra = sqrt(ahl * ahl + (0.5 * a.width + p.side_margin) * (0.5 * a.width + p.side_margin))
-    xmin = xmax = sw.x[0]
-    ymin = ymax = sw.y[0]
-    for k in range(1, sw.n + 1):
-        xmin = sw.x[k] if sw.x[k] < xmin else xmin
-        xmax = sw.x[k] if sw.x[k] > xmax else xmax
-        ymin = sw.y[k] if sw.y[k] < ymin else ymin
-        ymax = sw.y[k] if sw.y[k] > ymax else ymax
+    sweep_bounds(sw, &xmin, &xmax, &ymin, &ymax)
     # A long vehicle turning within the next FUTURE_STEPS / 2 seconds may sweep over its neighbours'
     # lanes: it also looks at where the others will be.
     turning = False

@@ -43,6 +43,19 @@ ctypedef struct Sweep:
     double k[PATH_POINTS + 1]
 
 
+cdef inline void sweep_bounds(const Sweep* sw, double* xmin, double* xmax, double* ymin,
+                              double* ymax) noexcept nogil:
+    """Bounding box of a sweep's predicted centres (poses 0..n)."""
+    cdef int k
+    xmin[0] = xmax[0] = sw.x[0]
+    ymin[0] = ymax[0] = sw.y[0]
+    for k in range(1, sw.n + 1):
+        xmin[0] = sw.x[k] if sw.x[k] < xmin[0] else xmin[0]
+        xmax[0] = sw.x[k] if sw.x[k] > xmax[0] else xmax[0]
+        ymin[0] = sw.y[k] if sw.y[k] < ymin[0] else ymin[0]
+        ymax[0] = sw.y[k] if sw.y[k] > ymax[0] else ymax[0]
+
+
 cdef inline int _route_next(const MapC* m, Rng* rng, int lane) noexcept nogil:
     cdef long long n = m.succ_off[lane + 1] - m.succ_off[lane]
     if n <= 0:

@@ -16,7 +16,7 @@ from libc.math cimport sqrt, cos, sin, fabs
 from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, CLS_PEDESTRIAN
 from scene cimport lane_length, lane_point, lane_segment_at
 from geometry cimport wrap_angle
-from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max
+from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max, sweep_bounds
 
 
 cdef enum:
@@ -380,13 +380,7 @@ cdef inline double pedestrian_yield(Agent* agents, Py_ssize_t n, Py_ssize_t i, c
     if horizon <= 0 or sw.n < 1:
         return stop
     nq = <int>(horizon / 0.25)
-    xmin = xmax = sw.x[0]
-    ymin = ymax = sw.y[0]
-    for k in range(1, sw.n + 1):
-        xmin = sw.x[k] if sw.x[k] < xmin else xmin
-        xmax = sw.x[k] if sw.x[k] > xmax else xmax
-        ymin = sw.y[k] if sw.y[k] < ymin else ymin
-        ymax = sw.y[k] if sw.y[k] > ymax else ymax
+    sweep_bounds(sw, &xmin, &xmax, &ymin, &ymax)
     for j in range(n):
         b = &agents[j]
         if j == i or not b.alive or b.cls != CLS_PEDESTRIAN or b.speed < 0.1:
