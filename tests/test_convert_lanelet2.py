@@ -275,6 +275,9 @@ def test_sidecar_json_used_when_regulatory_element_has_no_ref_line(tmp_path):
         ("<osm>" + _node(1, 0, 0) + "</osm>", "no driving lanelets"),
         ('<osm><node id="4" lat="x" lon="1"/></osm>', "malformed node coordinate"),
         ('<osm><node id="4"/></osm>', "node '4': no local_x/local_y tags and no valid lat/lon"),
+        ("<osm>" + _node(1, 0, 0) + _node(1, 5, 0) + "</osm>", "node '1': id is used twice"),
+        ("<osm>" + _node(1, 0, 0) + _node(2, 9, 0) + _way(5, [1, 2]) + _way(5, [2, 1]) + "</osm>",
+         "way '5': id is used twice"),
     ],
 )
 def test_malformed_input_raises(tmp_path, text, needle):

@@ -300,6 +300,11 @@ def test_network_without_internal_lanes_gets_connectors(tmp_path):
         ('<net><edge id=":Q_0" function="internal"><lane id=":Q_0_0" index="0" shape="0,0 10,0"/></edge></net>',
          "'Q'"),
         ("<net></net>", "no road lanes"),
+        ('<net><edge id="A" from="a" to="b"><lane id="A_0" index="0" shape="0,0 10,0"/></edge>'
+         '<edge id="A" from="b" to="c"><lane id="A_1" index="0" shape="10,0 20,0"/></edge></net>',
+         "edge 'A': id is used twice"),
+        ('<net><edge id="A" from="a" to="b"><lane id="A_0" index="0" shape="0,0 10,0"/>'
+         '<lane id="A_0" index="1" shape="0,3 10,3"/></edge></net>', "lane 'A_0': id is used twice"),
     ],
 )
 def test_malformed_input_raises(tmp_path, text, needle):

@@ -72,6 +72,15 @@ _UTURN = math.radians(150.0)
 _BAR_REACH = 30.0
 
 
+def _first_repeat(ids: list[str]) -> str:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            return i
+        seen.add(i)
+    return ""
+
+
 def _err(msg: str) -> MapValidationError:
     return MapValidationError(msg)
 
@@ -284,12 +293,16 @@ def convert(path: str | Path, *, origin: tuple[float, float] | None = None, tole
     flip = -1.0 if mirror_y else 1.0
     xyz[:, 1] *= flip
     node_index = {nid: i for i, nid in enumerate(ids)}
+    if len(node_index) != len(ids):
+        raise _err(f"node {_first_repeat(ids)!r}: id is used twice")
 
     # ---- ways --------------------------------------------------------------------------------------
     ways: dict[str, np.ndarray] = {}
     way_tags: dict[str, dict[str, str]] = {}
     for w in root.findall("way"):
         wid = w.get("id", "")
+        if wid in ways:
+            raise _err(f"way {wid!r}: id is used twice")
         refs = [nd.get("ref", "") for nd in w.findall("nd")]
         missing = [r for r in refs if r not in node_index]
         if missing:
@@ -307,6 +320,9 @@ def convert(path: str | Path, *, origin: tuple[float, float] | None = None, tole
 
     # ---- relations ---------------------------------------------------------------------------------
     relations = root.findall("relation")
+    rel_ids = [r.get("id", "") for r in relations]
+    if len(set(rel_ids)) != len(rel_ids):
+        raise _err(f"relation {_first_repeat(rel_ids)!r}: id is used twice")
     rel_tags = {r.get("id", ""): _tags(r) for r in relations}
     lanelets: list[_Lanelet] = []
     sidewalks: list[np.ndarray] = []

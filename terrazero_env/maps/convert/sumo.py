@@ -195,10 +195,14 @@ def convert(path: str | Path, *, recenter: bool = True, default_width: float = D
     crosswalks: list[np.ndarray] = []
     internal_lane_ids: list[str] = []
 
+    seen_edges: set[str] = set()
     for edge in root.findall("edge"):
         eid = edge.get("id")
         if eid is None:
             raise _err(f"{path.name}: <edge> without id")
+        if eid in seen_edges:
+            raise _err(f"edge {eid!r}: id is used twice")
+        seen_edges.add(eid)
         func = edge.get("function", "normal")
         etype = types.get(edge.get("type", ""))
         edge_perm = _permissions(etype) if etype is not None else _ALL_CLASSES
@@ -213,6 +217,8 @@ def convert(path: str | Path, *, recenter: bool = True, default_width: float = D
             where = f"edge {eid!r} lane {lid!r}"
             if lid is None:
                 raise _err(f"edge {eid!r}: <lane> without id")
+            if lid in known_lanes:
+                raise _err(f"{where}: id is used twice")
             known_lanes.add(lid)
             lane_edge[lid] = eid
             pts = _shape(lane.get("shape"), where) - shift
