@@ -305,7 +305,11 @@ class PPO(SB3PPO):
         return values * self.popart_sigma + self.popart_mean if self.popart else values
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage"]
+        # The rollout's runtime state (last observations, episode-start flags, episode-info buffers)
+        # is not part of a model: a saved zip holds the policy and its settings, which load without
+        # unpickling (modelzip); exact resumes use the training checkpoints (checkpoint.py).
+        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage", "_last_obs",
+                "_last_episode_starts", "_last_original_obs", "ep_info_buffer", "ep_success_buffer"]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """SB3's ``save``, plus (for a file path) the plain-data entry that lets

@@ -134,3 +134,19 @@ def test_scenarionet_importer_refuses_a_pickle_unless_trusted(tmp_path, capsys):
     with pytest.raises(MapValidationError):  # trusted: unpickled (the payload is no scenario)
         load_source(p, trust_pickle=True)
     assert marker.exists()
+
+
+def test_a_model_saved_after_training_loads_without_the_flag(tmp_path):
+    """Training leaves runtime state on the model (last observations, episode buffers); a saved zip
+    holds the policy and its settings only, so the main job's `terrazero eval` needs no opt-in."""
+    cfg = load_config("quick", num_worlds=2)
+    model = PPO("DeepSetsPolicy", terrazero_env.envs.TerraZeroVectorEnv(cfg), n_steps=8, n_epochs=1, batch_size=16,
+                seed=0, policy_kwargs=SMALL)
+    model.learn(16)
+    assert model._last_obs is not None
+    model.save(tmp_path / "checkpoint.zip")
+    loaded = load_checkpoint(tmp_path / "checkpoint.zip")  # raises PickleRefusedError if anything needs unpickling
+    obs = torch.as_tensor(np.zeros((1, *model.observation_space.shape), np.float32))
+    with torch.no_grad():
+        assert torch.equal(loaded.policy.get_distribution(obs).distribution.logits,
+                           model.policy.get_distribution(obs).distribution.logits)
