@@ -189,9 +189,10 @@ def test_video_zoom_follows_an_agent_and_a_bad_zoom_is_refused(run_dir, tmp_path
     assert frames["zoom"].shape == frames["whole"].shape  # same canvas, another window on the map
     assert np.abs(frames["zoom"][0].astype(int) - frames["whole"][0].astype(int)).mean() > 5
     capsys.readouterr()
-    assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.gif"),
-                 "--video-zoom", "-5"]) == 2
-    assert "video zoom" in capsys.readouterr().err and not (tmp_path / "x.gif").exists()
+    with pytest.raises(SystemExit) as stop:  # a usage error: argparse exits with status 2
+        main(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "x.gif"), "--video-zoom", "-5"])
+    assert stop.value.code == 2
+    assert "--video-zoom" in capsys.readouterr().err and not (tmp_path / "x.gif").exists()
 
 
 def test_layout_agent_types_and_actions_must_match_the_policy(model):
