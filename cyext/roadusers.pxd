@@ -27,7 +27,7 @@ Behaviour modes rescale the IDM gains and may be redrawn with a small probabilit
 """
 
 from libc.math cimport sqrt, cos, sin, atan, fabs, pow
-from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED
+from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, ROLE_IDM, SLC_SIGNAL, SLC_STOP_SIGN
 from scene cimport lane_length
 from geometry cimport wrap_angle, obb_overlap_cs
 from rng cimport Rng, rng_uniform, rng_int
@@ -97,7 +97,7 @@ cdef inline void _pose_ahead(const MapC* m, const Route* rb, Cursor* cur, Agent*
     """Where b's box will be after ``dist`` more metres (not decreasing between calls with one
     cursor): along its route for a rule-based vehicle, straight on for other agents."""
     cdef double n
-    if b.role == 3:
+    if b.role == ROLE_IDM:
         _route_xy(m, rb, cur, b.lane_s + dist, bx, by)
         bc[0] = m.lane_pts[3 * cur.q + 3] - m.lane_pts[3 * cur.q]
         bs[0] = m.lane_pts[3 * cur.q + 4] - m.lane_pts[3 * cur.q + 1]
@@ -124,7 +124,7 @@ cdef inline double _future_contact(const MapC* m, Agent* a, const Sweep* sw, Age
     cdef Cursor cur[2]
     cdef int j, k = 0, variant
     cdef double va = a.speed, vb = b.speed, tau, d, db, bx, by, bc, bs
-    if b.role == 3:
+    if b.role == ROLE_IDM:
         _route_build(m, b, &rb)
         _cursor_start(m, &rb, &cur[0])
         _cursor_start(m, &rb, &cur[1])
@@ -259,11 +259,11 @@ cdef inline void _stop_constraints(const MapC* m, Agent* agents, Py_ssize_t n, P
     if sl < 0:
         return
     if dist_bar > -0.5 and (
-            (m.sl_control[sl] == 1 and (sl_state[sl] == SIG_RED or
+            (m.sl_control[sl] == SLC_SIGNAL and (sl_state[sl] == SIG_RED or
                                         (sl_state[sl] == SIG_YELLOW and dist_bar > v * v / (2 * bcomf)))) or
-            (m.sl_control[sl] == 2 and a.stop_state != STOP_CLEARED)):
+            (m.sl_control[sl] == SLC_STOP_SIGN and a.stop_state != STOP_CLEARED)):
         _stop_at(ld, dist_bar)
-    if m.sl_control[sl] == 2 and a.stop_state == STOP_CLEARED and dist_bar < 3.0:
+    if m.sl_control[sl] == SLC_STOP_SIGN and a.stop_state == STOP_CLEARED and dist_bar < 3.0:
         for j in range(n):
             b = &agents[j]
             if j == i or not b.alive or b.speed < 0.5:

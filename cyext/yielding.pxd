@@ -13,7 +13,7 @@ where a walking pedestrian's straight path enters its own, on a crosswalk or not
 """
 
 from libc.math cimport sqrt, cos, sin, fabs
-from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, CLS_PEDESTRIAN
+from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, ROLE_IDM, SLC_SIGNAL, SLC_STOP_SIGN, CLS_PEDESTRIAN
 from scene cimport lane_length, lane_point, lane_segment_at
 from geometry cimport wrap_angle
 from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max, sweep_bounds
@@ -122,7 +122,7 @@ cdef inline bint _faces_stop(const MapC* m, Agent* b, const unsigned char* sl_st
     cdef double d, v
     if sl < 0:
         return False
-    if m.sl_control[sl] == 2:
+    if m.sl_control[sl] == SLC_STOP_SIGN:
         return b.stop_state != STOP_CLEARED
     if m.sl_control[sl] != 1:
         return False
@@ -184,7 +184,7 @@ cdef inline double _swept_stop(const MapC* m, Agent* a, const Sweep* sa, int zon
         if d < 0:
             return -1.0
         stop = d
-    if b.length > LONG_VEHICLE and b.role == 3:
+    if b.length > LONG_VEHICLE and b.role == ROLE_IDM:
         _movement_line(m, a, zone_a, &ln)
         end = _movement_end(m, b, zone_b)
         _predict(m, b, _kappa_max(b, cp_all), end, &sb)
@@ -225,7 +225,7 @@ cdef inline bint _still_turning(const MapC* m, Agent* b) noexcept nogil:
     """A long rule-based vehicle just past a curve whose body is still well off its lane's heading
     (it swung wide and is coming back)."""
     cdef double x, y, z, h
-    if b.length <= LONG_VEHICLE or b.role != 3 or b.lane_s > b.length + EXIT_CHECK:
+    if b.length <= LONG_VEHICLE or b.role != ROLE_IDM or b.lane_s > b.length + EXIT_CHECK:
         return False
     lane_point(m, b.lane, b.lane_s, &x, &y, &z, &h)
     return fabs(wrap_angle(b.heading - h)) > 0.2
@@ -261,7 +261,7 @@ cdef inline double _must_yield(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
     cdef double da = _entry_distance(m, a), db, ta, tb, st, stop = -1.0
     cdef bint ca = _committed(da, va), cb, minor_b, long_a = a.length > LONG_VEHICLE, swept
     sl = m.lane_stop_line[a.lane]
-    cdef bint minor_a = sl >= 0 and m.sl_control[sl] == 2
+    cdef bint minor_a = sl >= 0 and m.sl_control[sl] == SLC_STOP_SIGN
     ta = _arrival(da, va)
     if da < 0:
         da = 0.0
@@ -273,7 +273,7 @@ cdef inline double _must_yield(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
             continue
         if b.lane == a.lane or b.lane == nxt:
             continue  # the same approach or movement: b is followed, not given way to
-        swept = (long_a or b.length > LONG_VEHICLE) and b.role == 3
+        swept = (long_a or b.length > LONG_VEHICLE) and b.role == ROLE_IDM
         if inter < 0:
             # A curve: only long vehicles conflict, and only nearby ones count.
             if not swept:
@@ -287,7 +287,7 @@ cdef inline double _must_yield(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
             if swept and _from_lane(m, b.lane, a.lane):
                 continue
         else:
-            if b.role != 3 or b.route_lane < 0 or not _in_zone(m, b.route_lane, inter) or \
+            if b.role != ROLE_IDM or b.route_lane < 0 or not _in_zone(m, b.route_lane, inter) or \
                     (inter < 0 and m.lane_inter[b.lane] >= 0):
                 continue
             zone_b = b.route_lane
@@ -303,7 +303,7 @@ cdef inline double _must_yield(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
                     continue
             else:
                 sl = m.lane_stop_line[b.lane]
-                minor_b = sl >= 0 and m.sl_control[sl] == 2
+                minor_b = sl >= 0 and m.sl_control[sl] == SLC_STOP_SIGN
                 if minor_b != minor_a:
                     if not minor_a:
                         continue
@@ -350,7 +350,7 @@ cdef inline bint _exit_blocked(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
         if not b.alive or b.lane < 0:
             continue
         if b.lane == exit_lane:
-            if b.role == 3:
+            if b.role == ROLE_IDM:
                 rear = b.lane_s - 0.5 * b.length
             else:
                 rear = (b.x - x0) * c0 + (b.y - y0) * s0 - 0.5 * b.length
