@@ -199,8 +199,10 @@ def test_two_threads_on_one_engine_get_a_clear_error_and_nothing_hangs(town):
 def test_a_long_reset_stops_on_keyboard_interrupt_between_worlds(town):
     """Property: Ctrl-C during a reset of many worlds raises KeyboardInterrupt before the last world
     (worlds after the interrupt keep their old state), and the engine is usable afterwards."""
-    W = 400
-    cfg = EngineConfig(num_worlds=W, slots_per_world=8, max_agents_per_world=64, init=InitConfig(num_agents=(64, 64)))
+    # Many worlds with one slot each: a reset long enough (~0.3 s here, more on a loaded machine) that
+    # the 50 ms timer lands inside it, with small observation buffers.
+    W = 2000
+    cfg = EngineConfig(num_worlds=W, slots_per_world=1, max_agents_per_world=64, init=InitConfig(num_agents=(64, 64)))
     e = core.Engine(cfg, maps=town)
     e.reset()
     e.step()
