@@ -179,7 +179,7 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
     cdef const Agent* b
     cdef Py_ssize_t j, sl
     cdef double c = cos(a.heading), s = sin(a.heading), v = fabs(a.speed)
-    cdef double avx, avy, bvx, bvy, dx, dy, d, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim
+    cdef double avx, avy, bvx, bvy, dx, dy, d, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim, ra, rb, free, vrel
     cdef double fx, fy, lead_gap = INFINITY
     cdef bint contact = False, onset_fault = False, comfort_bad, waiting
     cdef double impact = 0.0
@@ -190,6 +190,7 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
         row[EM_MIN_LEAD_HEADWAY] = <float>p.headway_cap
     agent_velocity(a, &avx, &avy)
     ttc = INFINITY
+    ra = 0.5 * sqrt(a.length * a.length + a.width * a.width)
     for j in range(n):
         b = &agents[j]
         if j == i or not b.alive or fabs(b.z - a.z) > z_gate:
@@ -199,25 +200,36 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
         d = sqrt(dx * dx + dy * dy)
         if d > p.gap_cap + a.length + b.length:
             continue
-        agent_velocity(b, &bvx, &bvy)
-        if obb_overlap(a.x, a.y, a.heading, a.length, a.width, b.x, b.y, b.heading, b.length, b.width):
+        # Bounding circles (half diagonals ra, rb) decide cheaply what cannot matter: boxes whose
+        # circles are apart do not touch, their gap is at least ``free``, and they cannot meet
+        # before the circles do. The exact tests below run only where they could change the row.
+        rb = 0.5 * sqrt(b.length * b.length + b.width * b.width)
+        free = d - ra - rb
+        if free <= 1e-9 and obb_overlap(a.x, a.y, a.heading, a.length, a.width,
+                                         b.x, b.y, b.heading, b.length, b.width):
             contact = True
             if row[EM_IN_CONTACT] == 0:
+                agent_velocity(b, &bvx, &bvy)
                 impact = max(impact, sqrt((avx - bvx) ** 2 + (avy - bvy) ** 2))
                 ctype = collision_type(a, b, p)
                 onset_fault = onset_fault or at_fault(ctype)
             continue
-        ux = dx / d if d > 0 else 1.0
-        uy = dy / d if d > 0 else 0.0
-        gap = d - _extent(0.5 * a.length, 0.5 * a.width, c, s, ux, uy) \
-            - _extent(0.5 * b.length, 0.5 * b.width, cos(b.heading), sin(b.heading), ux, uy)
-        _set_min(row, EM_MIN_GAP, gap if gap > 0 else 0.0)
+        if free - 1e-9 < row[EM_MIN_GAP]:
+            ux = dx / d if d > 0 else 1.0
+            uy = dy / d if d > 0 else 0.0
+            gap = d - _extent(0.5 * a.length, 0.5 * a.width, c, s, ux, uy) \
+                - _extent(0.5 * b.length, 0.5 * b.width, cos(b.heading), sin(b.heading), ux, uy)
+            _set_min(row, EM_MIN_GAP, gap if gap > 0 else 0.0)
         lx = dx * c + dy * s
         ly = -dx * s + dy * c
         # TTC as nuPlan counts it: only while moving, only towards agents not behind
         if v >= p.stopped_speed and lx > 0:
-            ttc = min(ttc, box_ttc(a.x, a.y, a.heading, a.length, a.width, avx, avy,
-                                   b.x, b.y, b.heading, b.length, b.width, bvx, bvy, p.ttc_horizon))
+            agent_velocity(b, &bvx, &bvy)
+            vrel = sqrt((bvx - avx) ** 2 + (bvy - avy) ** 2)
+            # the circles meet no sooner than free / vrel (a margin keeps rounding on the safe side)
+            if free <= 1e-9 or (vrel > 0 and free * (1.0 - 1e-9) - 1e-9 < vrel * min(ttc, p.ttc_horizon)):
+                ttc = min(ttc, box_ttc(a.x, a.y, a.heading, a.length, a.width, avx, avy,
+                                       b.x, b.y, b.heading, b.length, b.width, bvx, bvy, p.ttc_horizon))
         if lx > 0 and lx < p.lead_range and fabs(ly) < 0.5 * (a.width + b.width):
             lead_gap = min(lead_gap, lx - 0.5 * (a.length + b.length))
     if contact and row[EM_IN_CONTACT] == 0:
