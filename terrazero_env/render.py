@@ -1,4 +1,5 @@
-"""Pictures of simulated worlds: the map, every agent's box, goals and recent trajectories.
+"""Pictures of simulated worlds: the map, every agent (vehicles as boxes with a heading mark,
+pedestrians as discs, static actors by kind), goals and recent trajectories.
 
     from terrazero_env.render import render_world
     render_world(engine, world=0, path="frame.png", trails=[states_t0, states_t1, ...])
@@ -14,15 +15,24 @@ import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 
+from .engine import AGENT_CLASSES, ROLES
 from .maps.render import render_map
 
-__all__ = ["RolloutRecorder", "STATIC_STYLE", "draw_agents", "draw_signals", "draw_static_actors", "frame_rgb",
+__all__ = ["RolloutRecorder", "STATIC_STYLE", "WALKER_STYLE", "draw_agents", "draw_signals", "draw_static_actors", "frame_rgb",
            "render_world", "with_kinds"]
 
 #: Fill colour per AgentType (car, truck, bus, pedestrian, cyclist).
 _CLASS_COLOURS = np.array([[0.20, 0.45, 0.85, 1.0], [0.55, 0.35, 0.75, 1.0], [0.10, 0.60, 0.60, 1.0],
                            [0.95, 0.55, 0.10, 1.0], [0.85, 0.25, 0.55, 1.0]])
 _BACKGROUND_AGENT = np.array([0.55, 0.55, 0.55, 1.0])
+_PEDESTRIAN = AGENT_CLASSES.index("PEDESTRIAN")
+_CONTROLLED, _IDM = ROLES.index("CONTROLLED"), ROLES.index("IDM")
+
+#: Rule-based pedestrians by role (``engine.ROLES`` index): (label, fill colour); drawn as discs.
+WALKER_STYLE: dict[int, tuple[str, tuple[float, float, float, float]]] = {
+    ROLES.index("CROSSER"): ("crosswalk crosser, ORCA", (0.10, 0.68, 0.30, 1.0)),
+    ROLES.index("JAYWALKER"): ("jaywalker", (0.80, 0.10, 0.80, 1.0)),
+}
 
 
 #: Static actors by kind (``StaticKind`` value): (label, fill colour, shape: box, disc or triangle).
@@ -66,9 +76,11 @@ def draw_signals(ax: Any, map_data: Any, states: np.ndarray) -> None:
 
 
 def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[str, np.ndarray]] = ()) -> None:
-    """Draw agents (``Engine.agent_states`` output) on a matplotlib axis: controlled agents in their
-    class colour, IDM vehicles in a paler shade of it, static and replayed agents grey, collided or off-road ones outlined red, goals as crosses
-    joined to their agent, and optional past states as thin trails."""
+    """Draw agents (``Engine.agent_states`` output) on a matplotlib axis: vehicles and cyclists as
+    boxes with a white heading mark, pedestrians as discs; controlled agents in their class colour,
+    IDM vehicles in a paler shade of it, rule-based pedestrians in their ``WALKER_STYLE`` colour,
+    static and replayed agents grey, collided or off-road ones outlined red, goals as crosses joined
+    to their agent, and optional past states as thin trails."""
     alive = states["alive"].astype(bool)
     if "kind" in states:  # static actors of the generators get their own shapes
         kinds = states["kind"] > 0
@@ -81,16 +93,29 @@ def draw_agents(ax: Any, states: dict[str, np.ndarray], trails: Sequence[dict[st
         n = len(states["x"])
         xy = np.stack([np.stack([t["x"][:n], t["y"][:n]], -1) for t in trails], axis=1)[alive]
         ax.add_collection(LineCollection(list(xy), colors=(0.1, 0.1, 0.1, 0.5), linewidths=0.6, zorder=6))
-    controlled = s["role"] == 0
-    rule_based = s["role"] == 3  # IDM: the class colour, paler
+    controlled = s["role"] == _CONTROLLED
+    rule_based = s["role"] == _IDM  # IDM: the class colour, paler
     colours = np.where(controlled[:, None], _CLASS_COLOURS[s["cls"].astype(int)], _BACKGROUND_AGENT)
     colours = np.where(rule_based[:, None], 0.45 * _CLASS_COLOURS[s["cls"].astype(int)] + 0.55, colours)
+    for role, (_, colour) in WALKER_STYLE.items():
+        colours[s["role"] == role] = colour
     bad = (s["collided"] > 0) | (s["offroad"] > 0)
     edges = np.where(bad[:, None], [[0.9, 0.05, 0.05, 1.0]], [[0.05, 0.05, 0.05, 1.0]])
-    ax.add_collection(PolyCollection(list(_boxes(s)), facecolors=colours, edgecolors=edges,
-                                     linewidths=np.where(bad, 1.6, 0.5), zorder=8))
-    nose = np.stack([s["x"] + 0.5 * s["length"] * np.cos(s["heading"]), s["y"] + 0.5 * s["length"] * np.sin(s["heading"])], -1)
-    ax.scatter(nose[:, 0], nose[:, 1], s=3, c="white", zorder=9)
+    widths = np.where(bad, 1.6, 0.5)
+    disc = s["cls"] == _PEDESTRIAN
+    box = ~disc
+    if box.any():
+        b = {k: v[box] for k, v in s.items()}
+        ax.add_collection(PolyCollection(list(_boxes(b)), facecolors=colours[box], edgecolors=edges[box],
+                                         linewidths=widths[box], zorder=8))
+        nose = np.stack([b["x"] + 0.5 * b["length"] * np.cos(b["heading"]),
+                         b["y"] + 0.5 * b["length"] * np.sin(b["heading"])], -1)
+        ax.scatter(nose[:, 0], nose[:, 1], s=3, c="white", zorder=9)
+    if disc.any():
+        r = np.maximum(s["length"][disc], s["width"][disc])[:, None, None]
+        polys = list(np.stack([s["x"][disc], s["y"][disc]], -1)[:, None, :] + r * _DISC[None])
+        ax.add_collection(PolyCollection(polys, facecolors=colours[disc], edgecolors=edges[disc],
+                                         linewidths=widths[disc], zorder=9))
     g = controlled & (s["goal_hidden"] == 0)
     if g.any():
         ax.scatter(s["goal_x"][g], s["goal_y"][g], marker="x", s=18, c=colours[g], zorder=9)

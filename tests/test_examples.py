@@ -1,4 +1,5 @@
-"""Every example runs as a user would run it (small budgets), and says what it did."""
+"""Every example runs as a user would run it (small budgets), and says what it did; the road-user
+gallery's pedestrian panels are read back and show what their titles say."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -88,3 +90,89 @@ def test_cli_train_reports_a_bad_config_before_any_work(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "ObsConfig.dtype" in r.stderr
     assert not (tmp_path / "checkpoint.zip").exists()
+
+
+def _gallery():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("road_users_gallery", EXAMPLES / "road_users_gallery.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _drawn_walkers(ax, style):
+    """Centres and roles of the pedestrian discs drawn inside an axis's window, read back from its
+    collections (a disc is a polygon filled with a ``WALKER_STYLE`` colour)."""
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    centres, roles = [], []
+    for coll in ax.collections:
+        if type(coll) is not PolyCollection:
+            continue
+        for path, face in zip(coll.get_paths(), coll.get_facecolors()):
+            role = [r for r, (_, c) in style.items() if np.allclose(face, c)]
+            c = (path.vertices.min(0) + path.vertices.max(0)) / 2  # a disc's centre
+            if not role or not x0 < c[0] < x1 or not y0 < c[1] < y1:
+                continue
+            r = np.hypot(*(path.vertices - c).T)
+            assert len(r) >= 12 and np.ptp(r) < 0.05 * r.max(), "a pedestrian drawn as something else than a disc"
+            centres.append(c)
+            roles.append(role[0])
+    trails = [coll for coll in ax.collections if type(coll) is LineCollection and len(coll.get_paths()) >= 10
+              and coll.get_colors()[0, 3] < coll.get_colors()[-1, 3]]
+    return np.array(centres).reshape(-1, 2), np.array(roles), trails
+
+
+def test_each_pedestrian_panel_of_the_gallery_shows_what_its_title_says():
+    """Each pedestrian panel, read back from what it drew: the single-crosser panel shows one crosser
+    on a crosswalk; the pack >= 2 crossers on one crosswalk walking the same way abreast; the
+    bidirectional group crossers on one crosswalk walking both ways; the staggered sequence >= 2 on
+    one crosswalk walking the same way one behind another; the jaywalker panel a jaywalker off every
+    crosswalk. Every walker drawn is a live walker of the engine, moving, and trails a fading line."""
+    from matplotlib.figure import Figure
+
+    from terrazero_env.config import CrossingGroup
+    from terrazero_env.engine import ROLES
+    from terrazero_env.maps import load_source
+    from terrazero_env.render import WALKER_STYLE
+
+    shapely = pytest.importorskip("shapely")
+    g = _gallery()
+    crosser, jaywalker = ROLES.index("CROSSER"), ROLES.index("JAYWALKER")
+    cw = load_source("grid_town").crosswalks
+    crosswalks = [shapely.Polygon(cw.values[cw.offsets[k]:cw.offsets[k + 1], :2]) for k in range(len(cw))]
+    assert [k for k, *_ in g.WALKER_PANELS] == [*CrossingGroup, None]
+    for kind, title, extra, half in g.WALKER_PANELS:
+        ax = Figure().subplots()
+        scene = g.walker_panel(ax, kind, title, extra, half)
+        xy, roles, trails = _drawn_walkers(ax, WALKER_STYLE)
+        now, before = scene["history"][-1], scene["history"][-11]
+        live = np.flatnonzero((now["alive"] == 1) & np.isin(now["role"], list(WALKER_STYLE)))
+        eng_xy = np.stack([now["x"][live], now["y"][live]], -1)
+        assert len(xy) >= 1 and len(trails) >= len(xy), title
+        idx = [int(np.argmin(np.hypot(*(eng_xy - p).T))) for p in xy]  # the engine row behind each disc
+        assert np.allclose(eng_xy[idx], xy, atol=1e-3), title
+        rows = live[idx]
+        assert (before["alive"][rows] == 1).all() and (before["role"][rows] == now["role"][rows]).all(), title
+        vel = np.stack([now["x"][rows] - before["x"][rows], now["y"][rows] - before["y"][rows]], -1)
+        assert (np.hypot(vel[:, 0], vel[:, 1]) > 0.3).all(), title  # everyone shown is walking
+        on = np.array([[c.contains(shapely.Point(p)) for c in crosswalks] for p in xy])
+        if kind is None:
+            assert (roles == jaywalker).any() and not on[roles == jaywalker].any(), title
+            continue
+        k = int(np.argmax(on.sum(0)))  # the busiest crosswalk in view
+        group = on[:, k] & (roles == crosser)
+        unit = vel[group] / np.hypot(vel[group, 0], vel[group, 1])[:, None]
+        cos = unit @ unit.T
+        along = xy[group] @ unit[0]
+        if kind == CrossingGroup.SINGLE:
+            assert (roles == crosser).sum() == 1 and group.sum() == 1, title
+        elif kind == CrossingGroup.PACK:
+            assert group.sum() >= 2 and (cos > 0.7).all() and np.ptp(along) < 1.5, title
+        elif kind == CrossingGroup.BIDIRECTIONAL:
+            assert group.sum() >= 2 and (cos < -0.7).any(), title
+        else:
+            gaps = np.diff(np.sort(along))
+            assert group.sum() >= 2 and (cos > 0.7).all() and (gaps > 1.0).all(), title
