@@ -44,7 +44,7 @@ from roadusers cimport IdmParams, idm_step, idm_accel, idm_draw_mode
 from static_actors cimport StaticParams, place_static_actors
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
-from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step
+from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step, pedestrian_rate
 
 cnp.import_array()
 

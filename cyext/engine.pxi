@@ -85,6 +85,7 @@ cdef class Engine:
     cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)
     cdef PedState* ped                       # [W * max_agents]: their per-row state
     cdef long long* ped_stats                # [W, N_PED_STATS]
+    cdef double* ped_rates                   # [W, 2]: this episode's crossing and jaywalk rates
     cdef StaticParams statp                  # static-actor generators (static_actors.pxd)
     cdef double ckin_lo[N_CLASSES]           # per-class kinematic coefficient ranges
     cdef double ckin_hi[N_CLASSES]
@@ -212,6 +213,8 @@ cdef class Engine:
         b["ped_stats"] = np.zeros((W, N_PED_STATS), np.int64)
         self.ped = <PedState*>_ptr_mut(b["ped_state"])
         self.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
+        b["ped_rates"] = np.zeros((W, 2), np.float64)
+        self.ped_rates = <double*>_ptr_mut(b["ped_rates"])
         self.s_cap = self.g_cap = self.i_cap = 0
         self._sig = None
         self._ensure_signal_capacity()
@@ -345,6 +348,15 @@ cdef class Engine:
         """Per-world counters of the pedestrian generators since each world's reset, int64
         ``[W, len(PEDESTRIAN_STATS)]`` (a read-only view; columns named by ``PEDESTRIAN_STATS``)."""
         v = self._buffers["ped_stats"].view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def pedestrian_rates(self):
+        """Per-world Poisson rates of this episode, float64 ``[W, 2]``: crossing events per crosswalk
+        per second and jaywalkers per world per second, each drawn at the world's reset from its
+        configured range (``PedestrianConfig.crossing_rate`` / ``jaywalk_rate``; a read-only view)."""
+        v = self._buffers["ped_rates"].view()
         v.flags.writeable = False
         return v
     cdef _set_obs_layout(self, o, alpha):

@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Rule-based pedestrians (TerraZero section 4.4, figure 4): crosswalk crossers and jaywalkers.
 
-Arrivals: every crosswalk receives a Poisson stream of crossing events (``rate`` per second; the
+Arrivals: every crosswalk receives a Poisson stream of crossing events (a rate per second drawn per
+episode from its range; the
 number of events in a step is drawn from Poisson(rate dt), which makes the count over any run
 exactly Poisson). An event is a group of one kind, drawn by ``group_cdf``: a single crosser, a pack
 starting side by side from one end, a bidirectional flow (a pack from each end at once) or a
@@ -53,7 +54,7 @@ cdef enum:
 
 
 ctypedef struct PedParams:
-    double rate                # crosswalk events per crosswalk per second
+    double rate, rate_hi       # range of crosswalk events per crosswalk per second (drawn per episode)
     double group_cdf[N_GROUP_KINDS]  # cumulative probabilities of the group kinds
     int pack_lo, pack_hi       # members of a pack, per side, and of a staggered sequence
     double stagger             # seconds between members of a staggered sequence
@@ -62,7 +63,7 @@ ctypedef struct PedParams:
     double radius              # least ORCA radius (m); a body's half diagonal if larger
     double neighbor_dist       # ORCA neighbour range between disc edges (m)
     double time_horizon        # ORCA horizon tau (s)
-    double jaywalk_rate        # jaywalkers per world per second
+    double jaywalk_rate, jaywalk_rate_hi   # range of jaywalkers per world per second (drawn per episode)
     double jaywalk_reach       # how far from the lane a road edge is searched for (m)
 
 
@@ -340,6 +341,11 @@ cdef inline int _vehicle_discs(const Agent* b, double x, double y, double reach,
     return m_nb
 
 
+cdef inline double pedestrian_rate(Rng* rng, double lo, double hi) noexcept nogil:
+    """One episode's Poisson rate from its configured range; a fixed rate (lo == hi) draws nothing."""
+    return rng_range(rng, lo, hi) if hi > lo else lo
+
+
 cdef inline void pedestrians_reset(PedState* ps, Py_ssize_t cap, long long* stats) noexcept nogil:
     """A world's pedestrian state at reset: no pending or walking rule-based pedestrian, counters 0."""
     memset(ps, 0, cap * sizeof(PedState))
@@ -347,10 +353,11 @@ cdef inline void pedestrians_reset(PedState* ps, Py_ssize_t cap, long long* stat
 
 
 cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, int* n_agents, Py_ssize_t cap,
-                                  const PedParams* p, const double* cp_ped, Rng* rng, double dt, double z_gate,
-                                  long long* stats) noexcept nogil:
+                                  const PedParams* p, const double* rates, const double* cp_ped, Rng* rng,
+                                  double dt, double z_gate, long long* stats) noexcept nogil:
     """One step of a world's rule-based pedestrians: arrivals, entries, ORCA velocities (all from the
-    same instant), motion, and leaving at the far side. Draws nothing when no generator is on and no
+    same instant), motion, and leaving at the far side. ``rates``: this episode's crossing and
+    jaywalk rates (``pedestrian_rate``). Draws nothing when no generator is on and no
     pedestrian is pending or walking."""
     cdef Py_ssize_t c, i, j, n
     cdef int k, cnt, m_nb
@@ -361,14 +368,14 @@ cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, in
     cdef double r, rb, dx, dy, d2, reach, gx, gy, gl, vx, vy, v
     # A walker's preferred heading turns 0.05 rad towards the traffic side (right in right-hand traffic).
     cdef double keep_c = cos(0.05), keep_s = sin(-0.05 if m.handedness == 0 else 0.05)
-    if p.rate > 0:
+    if rates[0] > 0:
         for c in range(m.n_cross):
-            cnt = poisson_draw(rng, p.rate * dt)
+            cnt = poisson_draw(rng, rates[0] * dt)
             for k in range(cnt):
                 stats[PED_STAT_CROSSWALK_EVENTS] += 1
                 _crossing_event(agents, ps, n_agents, cap, m, c, p, cp_ped, rng, stats)
-    if p.jaywalk_rate > 0:
-        cnt = poisson_draw(rng, p.jaywalk_rate * dt)
+    if rates[1] > 0:
+        cnt = poisson_draw(rng, rates[1] * dt)
         for k in range(cnt):
             stats[PED_STAT_JAYWALK_EVENTS] += 1
             _jaywalk_event(agents, ps, n_agents, cap, m, p, cp_ped, rng, stats)

@@ -95,6 +95,9 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
     cdef Py_ssize_t k, r, K = e.slots_per_world
     rng_seed(&e.rngs[w], seed)
     e.t[w] = 0
+    # This episode's pedestrian rates: drawn only from a range, so a fixed rate draws nothing.
+    e.ped_rates[2 * w] = pedestrian_rate(&e.rngs[w], e.pedp.rate, e.pedp.rate_hi)
+    e.ped_rates[2 * w + 1] = pedestrian_rate(&e.rngs[w], e.pedp.jaywalk_rate, e.pedp.jaywalk_rate_hi)
     e.n_agents[w] = 0
     memset(&e.agents[w * e.max_agents], 0, e.max_agents * sizeof(Agent))
     pedestrians_reset(&e.ped[w * e.max_agents], e.max_agents, &e.ped_stats[w * N_PED_STATS])

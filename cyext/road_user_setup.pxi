@@ -34,7 +34,7 @@ cdef _load_pedestrians(Engine e, pc):
     """Pedestrian generators (``PedestrianConfig``) and the IDM vehicles' yielding to pedestrians."""
     cdef PedParams* p = &e.pedp
     cdef int k
-    p.rate = pc.crossing_rate
+    p.rate, p.rate_hi = pc.rate_range("crossing_rate")
     cum = np.cumsum(np.asarray(pc.group_probs, np.float64))
     for k in range(N_GROUP_KINDS):
         p.group_cdf[k] = cum[k]
@@ -45,6 +45,6 @@ cdef _load_pedestrians(Engine e, pc):
     p.radius = pc.radius
     p.neighbor_dist = pc.neighbor_distance
     p.time_horizon = pc.time_horizon
-    p.jaywalk_rate = pc.jaywalk_rate
+    p.jaywalk_rate, p.jaywalk_rate_hi = pc.rate_range("jaywalk_rate")
     p.jaywalk_reach = pc.jaywalk_reach
     e.idmp.ped_horizon = pc.vehicle_yield_horizon

@@ -20,8 +20,8 @@ cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
     _move_agents(e, w, over, &st)
     if not over:
         pedestrians_step(e.wmap[w], &e.agents[w * e.max_agents], &e.ped[w * e.max_agents], &e.n_agents[w],
-                         e.max_agents, &e.pedp, &e.cp[CLS_PEDESTRIAN * N_CP], &e.rngs[w], e.dt, e.z_gate,
-                         &e.ped_stats[w * N_PED_STATS])
+                         e.max_agents, &e.pedp, &e.ped_rates[2 * w], &e.cp[CLS_PEDESTRIAN * N_CP], &e.rngs[w], e.dt,
+                         e.z_gate, &e.ped_stats[w * N_PED_STATS])
     grid_build(&e.agents[w * e.max_agents], e.n_agents[w], &e.grid_head[w * AGENT_BUCKETS],
                &e.grid_next[w * e.max_agents], e.agent_cell)
     _judge_agents(e, w, over, &st)

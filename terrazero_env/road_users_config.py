@@ -37,8 +37,9 @@ class PedestrianConfig:
     collision avoidance (ORCA, van den Berg et al. 2011) and mid-block jaywalkers. The paper names
     the generators but gives no numbers; every value is ours. Both generators are off by default."""
 
-    crossing_rate: float = 0.0
-    """Crossing events (groups) per crosswalk per second, a Poisson rate >= 0; 0 turns crossers off (ours)."""
+    crossing_rate: float | tuple[float, float] = 0.0
+    """Crossing events (groups) per crosswalk per second, a Poisson rate >= 0, or a ``(min, max)`` range
+    from which each world draws its rate at reset; 0 turns crossers off (ours)."""
     group_probs: tuple[float, float, float, float] = (0.4, 0.2, 0.2, 0.2)
     """Probabilities of the group kinds (single, pack, bidirectional, staggered; ``CrossingGroup``
     order), each in [0, 1], summing to 1 (ours)."""
@@ -58,9 +59,9 @@ class PedestrianConfig:
     RVO2's examples use 10-15 m for faster agents)."""
     time_horizon: float = 2.0
     """ORCA time horizon tau (s), > 0: velocities that would touch a neighbour within it are excluded (ours)."""
-    jaywalk_rate: float = 0.0
-    """Jaywalkers per world per second, a Poisson rate >= 0, each crossing a random spawn lane mid-block; 0 turns
-    them off (ours)."""
+    jaywalk_rate: float | tuple[float, float] = 0.0
+    """Jaywalkers per world per second, a Poisson rate >= 0 or a ``(min, max)`` range drawn per world at reset,
+    each crossing a random spawn lane mid-block; 0 turns them off (ours)."""
     jaywalk_reach: float = 30.0
     """How far (m) from the lane a jaywalker's road edges are searched for, > 0; a crossing point without an
     edge within it on both sides is skipped (ours)."""
@@ -69,8 +70,13 @@ class PedestrianConfig:
     where it would enter their path (crosswalk or not), >= 0; 0 turns yielding off (ours)."""
 
     def __post_init__(self) -> None:
-        for name in ("crossing_rate", "jaywalk_rate", "vehicle_yield_horizon"):
-            check_float(f"PedestrianConfig.{name}", getattr(self, name), 0.0)
+        for name in ("crossing_rate", "jaywalk_rate"):
+            v = getattr(self, name)
+            if isinstance(v, (list, tuple)):
+                _set(self, name, check_pair(f"PedestrianConfig.{name}", v, 0.0, unit=" (per second)"))
+            else:
+                check_float(f"PedestrianConfig.{name}", v, 0.0)
+        check_float("PedestrianConfig.vehicle_yield_horizon", self.vehicle_yield_horizon, 0.0)
         probs = check_tuple("PedestrianConfig.group_probs", self.group_probs, len(CrossingGroup))
         for i, g in enumerate(CrossingGroup):
             check_float(f"PedestrianConfig.group_probs[{i}] ({g.name.lower()})", probs[i], 0.0, 1.0)
@@ -85,6 +91,13 @@ class PedestrianConfig:
         if self.max_speed < self.walking_speed[1]:
             raise ValueError(f"PedestrianConfig.max_speed: {self.max_speed!r} is below the fastest walking speed "
                              f"{self.walking_speed[1]!r}")
+
+    def rate_range(self, name: str) -> tuple[float, float]:
+        """``(min, max)`` of ``crossing_rate`` or ``jaywalk_rate`` (a fixed rate gives ``(r, r)``)."""
+        if name not in ("crossing_rate", "jaywalk_rate"):
+            raise ValueError(f"PedestrianConfig.rate_range: no rate named {name!r} (crossing_rate, jaywalk_rate)")
+        v = getattr(self, name)
+        return (float(v[0]), float(v[1])) if isinstance(v, tuple) else (float(v), float(v))
 
 
 class StaticKind(IntEnum):

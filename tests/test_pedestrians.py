@@ -297,7 +297,9 @@ def test_each_group_kind_brings_its_number_of_crossers(kind, size, per_event):
         busy.step(np.zeros_like(busy.actions))
         entries.append(busy.pedestrian_stats[0, STAT["entered"]] - before)
     quiet = _engine(rate=0.0, probs=probs, seed=21, **over)
-    quiet.set_state(busy.get_state())
+    state = busy.get_state()
+    state["buffer/ped_rates"][:] = 0.0  # the episode's drawn rates travel with the state: switch arrivals off
+    quiet.set_state(state)
     for _ in range(400):
         quiet.step(np.zeros_like(quiet.actions))
     s = quiet.pedestrian_stats[0]
@@ -306,3 +308,23 @@ def test_each_group_kind_brings_its_number_of_crossers(kind, size, per_event):
     assert per_event[0] * events <= s[STAT["entered"]] + s[STAT["dropped"]] <= per_event[1] * events
     if kind == CrossingGroup.PACK:
         assert max(entries) >= 2  # a pack enters together
+
+
+def test_rate_ranges_are_drawn_per_world_at_reset():
+    """A ``(min, max)`` crossing or jaywalk rate gives every world its own rate inside the range at
+    each reset (and the same ones for the same seeds); a fixed rate is used as it is."""
+    cfg = load_config("quick", num_worlds=16, maps=["grid_town"], **{
+        "road_users.pedestrians.crossing_rate": [0.01, 0.05], "road_users.pedestrians.jaywalk_rate": 0.02})
+    eng = core.Engine(cfg)
+    eng.reset(seeds=np.arange(16))
+    r = eng.pedestrian_rates.copy()
+    assert np.all((r[:, 0] >= 0.01) & (r[:, 0] <= 0.05)) and len(np.unique(r[:, 0])) == 16
+    assert np.all(r[:, 1] == 0.02)
+    eng.reset(seeds=np.arange(16) + 100)
+    assert not np.array_equal(eng.pedestrian_rates[:, 0], r[:, 0])
+    eng.reset(seeds=np.arange(16))
+    assert np.array_equal(eng.pedestrian_rates, r)
+    with pytest.raises(ValueError, match="PedestrianConfig.jaywalk_rate: need min <= max"):
+        load_config("quick", **{"road_users.pedestrians.jaywalk_rate": [0.2, 0.1]})
+    with pytest.raises(ValueError, match="PedestrianConfig.crossing_rate min"):
+        load_config("quick", **{"road_users.pedestrians.crossing_rate": [-0.1, 0.1]})
