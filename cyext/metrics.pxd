@@ -179,7 +179,8 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
     cdef const Agent* b
     cdef Py_ssize_t j, sl
     cdef double c = cos(a.heading), s = sin(a.heading), v = fabs(a.speed)
-    cdef double avx, avy, bvx, bvy, dx, dy, d, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim, ra, rb, free, vrel
+    cdef double avx, avy, bvx, bvy, dx, dy, d, d2, reach, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim
+    cdef double ra, rb, free, vrel, sa
     cdef double fx, fy, lead_gap = INFINITY
     cdef bint contact = False, onset_fault = False, comfort_bad, waiting
     cdef double impact = 0.0
@@ -191,14 +192,19 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
     agent_velocity(a, &avx, &avy)
     ttc = INFINITY
     ra = 0.5 * sqrt(a.length * a.length + a.width * a.width)
+    sa = sqrt(a.speed * a.speed + a.v_lat * a.v_lat)
     for j in range(n):
         b = &agents[j]
         if j == i or not b.alive or fabs(b.z - a.z) > z_gate:
             continue
         dx = b.x - a.x
         dy = b.y - a.y
-        d = sqrt(dx * dx + dy * dy)
-        if d > p.gap_cap + a.length + b.length:
+        d2 = dx * dx + dy * dy
+        reach = p.gap_cap + a.length + b.length
+        if d2 > reach * reach * (1.0 + 1e-12):   # beyond gap_cap + lengths (d > reach below decides)
+            continue
+        d = sqrt(d2)
+        if d > reach:
             continue
         # Bounding circles (half diagonals ra, rb) decide cheaply what cannot matter: boxes whose
         # circles are apart do not touch, their gap is at least ``free``, and they cannot meet
@@ -223,7 +229,10 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
         lx = dx * c + dy * s
         ly = -dx * s + dy * c
         # TTC as nuPlan counts it: only while moving, only towards agents not behind
-        if v >= p.stopped_speed and lx > 0:
+        # (the relative speed is at most the sum of the two speeds: agents too far apart to meet
+        # within the running minimum are skipped before their velocities are computed)
+        if v >= p.stopped_speed and lx > 0 and (free <= 1e-9 or free * (1.0 - 1e-9) - 1e-9 < (
+                (sa + sqrt(b.speed * b.speed + b.v_lat * b.v_lat)) * (1.0 + 1e-9) * min(ttc, p.ttc_horizon))):
             agent_velocity(b, &bvx, &bvy)
             vrel = sqrt((bvx - avx) ** 2 + (bvy - avy) ** 2)
             # the circles meet no sooner than free / vrel (a margin keeps rounding on the safe side)
