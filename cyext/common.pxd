@@ -272,6 +272,8 @@ ctypedef struct MapC:
     const float* lane_speed
     const int* lane_inter
     const unsigned char* lane_signalized  # 1 for lanes inside a signalized intersection
+    const int* lane_left       # [L]: adjacent same-direction lane on the left, -1 if none
+    const int* lane_right      # [L]: adjacent same-direction lane on the right, -1 if none
     SegGridC lanes
     SegGridC edges
     SegGridC walks             # sidewalk rings
