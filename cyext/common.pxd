@@ -350,3 +350,5 @@ ctypedef struct Agent:
     # rule-based driving (IDM + pure pursuit along a lane-graph route)
     double lane_s
     int route_lane, idm_mode
+    double lc_wait             # seconds before the vehicle may change lane again (lanechange.pxd)
+    double lc_reach            # while it crosses to a new lane: extra pure-pursuit lookahead, seconds of travel
