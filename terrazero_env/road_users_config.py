@@ -132,7 +132,7 @@ class RoadUsersConfig:
     idm_modes: tuple[float, float, float] = (1.0, 1.0, 1.0)
     """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
     cautious) at placement and reroll (section 4.4 names the modes; equal weights are ours)."""
-    lane_change: bool = False
+    lane_change: bool = True
     """IDM vehicles change to a free adjacent same-direction lane around a static actor ahead of them
     (issue 16); False: they stop behind it and wait."""
     lane_change_distance: float = 30.0
