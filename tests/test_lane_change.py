@@ -174,11 +174,3 @@ def test_lane_neighbours_reach_the_engine_where_the_geometry_confirms_them() -> 
     left, right = rm.lane_neighbors
     assert (left == -1).all() and (right == -1).all()
 
-
-def test_lane_change_settings_are_validated() -> None:
-    """Bad lane-change settings raise errors naming the field."""
-    for name, bad in (("lane_change", 1), ("lane_change_distance", 0.0), ("lane_change_safe_decel", -1.0),
-                      ("lane_change_cooldown", float("nan")), ("lane_change_lookahead", 9.0),
-                      ("lane_change_clear_ahead", -1.0), ("lane_change_margin", "wide")):
-        with pytest.raises(ValueError, match=f"RoadUsersConfig.{name}"):
-            RoadUsersConfig(**{name: bad})
