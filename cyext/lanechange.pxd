@@ -12,8 +12,9 @@ there it could follow without braking harder than ``safe_decel``, and, the MOBIL
 stays under ``safe_decel``. The switch moves the vehicle's lane and lane position to the neighbour
 and redraws its route from there; pure pursuit then steers it across, with a lookahead lengthened
 by ``lookahead_time`` seconds of travel until it is settled on the new centre, and ``cooldown``
-seconds pass before it may change again (it does not flip back and forth). The other lanes are
-approximated by their tangent at the vehicle's foot point over the checked stretch.
+seconds pass before it may change again (it does not flip back and forth); a refused change is
+looked at again LC_RETRY_STEPS steps later. The other lanes are approximated by their tangent at the
+vehicle's foot point over the checked stretch.
 """
 
 from libc.math cimport sqrt, fabs
@@ -26,6 +27,7 @@ from idm_law cimport idm_accel
 
 cdef enum:
     LC_BEHIND = 80             # metres behind the vehicle searched for a new follower
+    LC_RETRY_STEPS = 5         # after a refused change, steps before the vehicle looks again
 
 
 ctypedef struct LaneChangeParams:
@@ -147,6 +149,9 @@ cdef inline void lane_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
                 s <= 0 or lane_length(m, lane) - s < a.length:
             continue  # not beside the vehicle, not its way, or about to end
         if not _lane_free(m, agents, n, i, p, lane, fx, fy, tc, ts, v, v0, T, amax, bcomf, s0, delta):
+            # Looking again every few steps rather than every step bounds the cost of vehicles
+            # waiting behind an obstacle with the neighbour lane busy.
+            a.lc_wait = (LC_RETRY_STEPS - 0.5) * dt
             continue
         a.lane = lane
         a.lane_s = s
