@@ -40,7 +40,9 @@ from rewards cimport StepEvents, step_reward, goal_progress
 from scene cimport lane_length, lane_point, sample_goal
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
-from roadusers cimport IdmParams, idm_step, idm_accel, idm_draw_mode
+from roadusers cimport IdmParams, idm_step, idm_draw_mode
+from lanechange cimport LaneChangeParams
+from idm_law cimport idm_accel
 from static_actors cimport StaticParams, place_static_actors
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
@@ -131,7 +133,7 @@ def _float_columns(names, values):
 
 def idm_accel_batch(v, v0, gap, lead_speed, time_headway, max_accel, comfort_decel, min_gap, delta):
     """The Intelligent Driver Model's acceleration (m/s^2), the law the rule-based vehicles use
-    (``roadusers.idm_accel``), on array-likes broadcast to one shape.
+    (``idm_law.idm_accel``), on array-likes broadcast to one shape.
 
     ``v`` speed and ``v0`` desired speed (m/s; ``v0`` 0 gives ``-comfort_decel``), ``gap`` to the
     leader (m; 1e8 or more: no leader, floored at 0.05 m), ``lead_speed`` (m/s), ``time_headway`` T

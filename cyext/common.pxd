@@ -272,6 +272,8 @@ ctypedef struct MapC:
     const float* lane_speed
     const int* lane_inter
     const unsigned char* lane_signalized  # 1 for lanes inside a signalized intersection
+    const int* lane_left       # [L]: adjacent same-direction lane on the left, -1 if none
+    const int* lane_right      # [L]: adjacent same-direction lane on the right, -1 if none
     SegGridC lanes
     SegGridC edges
     SegGridC walks             # sidewalk rings
@@ -348,3 +350,5 @@ ctypedef struct Agent:
     # rule-based driving (IDM + pure pursuit along a lane-graph route)
     double lane_s
     int route_lane, idm_mode
+    double lc_wait             # seconds before the vehicle may change lane again (lanechange.pxd)
+    double lc_reach            # while it crosses to a new lane: extra pure-pursuit lookahead, seconds of travel

@@ -325,6 +325,7 @@ cdef class Engine:
         self.idmp.curve_accel = idm.curve_lat_accel
         self.idmp.side_margin = idm.side_margin
         _load_road_users(self, cfg)
+        _load_lane_change(self, cfg.road_users, idm)
         _load_pedestrians(self, cfg.road_users.pedestrians)
         sg = cfg.signals
         self.sigp.controller = int(sg.controller)

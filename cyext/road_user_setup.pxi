@@ -1,7 +1,8 @@
 # Road-user settings of the Engine, as module-level functions of _engine.pyx taking the engine: the
 # configuration's ``road_users`` section (IDM share and behaviour modes, per-class kinematic ranges,
 # static generators, pedestrian generators) flattened into the C parameter structs the step reads
-# (``IdmParams``, ``StaticParams``, ``PedParams``). Called once from ``Engine.__init__``.
+# (``IdmParams`` with its ``LaneChangeParams``, ``StaticParams``, ``PedParams``). Called once from
+# ``Engine.__init__``.
 
 cdef _load_road_users(Engine e, cfg):
     """IDM share and mode mix, per-class kinematic ranges and the static generators' table."""
@@ -48,3 +49,22 @@ cdef _load_pedestrians(Engine e, pc):
     p.jaywalk_rate, p.jaywalk_rate_hi = pc.rate_range("jaywalk_rate")
     p.jaywalk_reach = pc.jaywalk_reach
     e.idmp.ped_horizon = pc.vehicle_yield_horizon
+
+
+cdef _load_lane_change(Engine e, ru, idm):
+    """IDM vehicles' lane changes around obstacles at rest (``RoadUsersConfig.lane_change*``); the
+    new follower's law is the default behaviour mode's (``IdmConfig``)."""
+    cdef LaneChangeParams* p = &e.idmp.lc
+    p.enabled = 1 if ru.lane_change else 0
+    p.trigger_dist = ru.lane_change_distance
+    p.clear_ahead = ru.lane_change_clear_ahead
+    p.safe_decel = ru.lane_change_safe_decel
+    p.cooldown = ru.lane_change_cooldown
+    p.lookahead_time = ru.lane_change_lookahead
+    p.margin = ru.lane_change_margin
+    p.settle = 0.3
+    p.v0_scale = idm.v0_scale[0]
+    p.T = idm.time_headway[0]
+    p.amax = idm.max_accel[0]
+    p.bcomf = idm.comfort_decel[0]
+    p.s0 = idm.min_gap[0]

@@ -205,6 +205,46 @@ def _cut_polylines(values, offsets, double max_len):
     return v[a], v[b], rows[a]
 
 
+def _lane_neighbors(lanes):
+    """The map's left and right neighbour of each lane (int32 ``[L]`` each, -1 if none), kept only
+    where the neighbour is another lane of the same type running the same way beside it: at the
+    middle of the lane, the neighbour's nearest point lies within the two half widths plus a lane
+    width and its direction is within 30 degrees. Source maps name adjacency loosely (a converter
+    may pair opposite directions or lanes that only touch at one end); the engine moves vehicles
+    sideways onto these lanes, so it trusts only what the geometry confirms. Runs once per map."""
+    n = len(lanes)
+    cl = lanes.centerline
+    pts = np.asarray(cl.values, np.float64).reshape(-1, 3)[:, :2]
+    off = np.asarray(cl.offsets, np.int64)
+    width = np.asarray(lanes.width, np.float64)
+    kind = np.asarray(lanes.lane_type)
+    out = []
+    for given in (lanes.left_neighbor, lanes.right_neighbor):
+        nb = np.full(n, -1, np.int32)
+        for i in np.nonzero((np.asarray(given) >= 0) & (np.asarray(given) < n))[0]:
+            j = int(given[i])
+            if j == i or kind[j] != kind[i]:
+                continue
+            a = pts[off[i]:off[i + 1]]
+            b = pts[off[j]:off[j + 1]]
+            if a.shape[0] < 2 or b.shape[0] < 2:
+                continue
+            k = min(a.shape[0] // 2, a.shape[0] - 2)
+            mid, da = 0.5 * (a[k] + a[k + 1]), a[k + 1] - a[k]
+            e = b[1:] - b[:-1]
+            t = np.clip(((mid - b[:-1]) * e).sum(axis=1) / np.maximum((e * e).sum(axis=1), 1e-12), 0.0, 1.0)
+            d = np.hypot(*(b[:-1] + t[:, None] * e - mid).T)
+            q = int(np.argmin(d))
+            na, nb_len = np.hypot(*da), np.hypot(*e[q])
+            if na <= 0 or nb_len <= 0 or float(da @ e[q]) < np.cos(np.radians(30.0)) * na * nb_len:
+                continue
+            if d[q] > 0.5 * (width[i] + width[j]) + max(width[i], width[j]):
+                continue
+            nb[i] = j
+        out.append(np.ascontiguousarray(nb))
+    return out[0], out[1]
+
+
 #: Arrays of a signal plan (``terrazero_env.maps.signal_plan``), CSR offsets int64, indices int32.
 _PLAN_KEYS = ("leg_off", "legs", "leg_head_off", "leg_heads", "stage_off", "stage_kind", "stage_head_off",
               "stage_heads", "stage_perm_off", "stage_perm")
@@ -263,6 +303,7 @@ cdef class RoadMap:
         signalized = np.unique(m.stop_lines.intersection[m.signals.stop_line]) if len(m.signals) else np.zeros(0, np.int32)
         lane_sig = np.isin(m.lanes.intersection, signalized[signalized >= 0]).astype(np.uint8)
         keep["lane_signalized"] = np.ascontiguousarray(lane_sig)
+        keep["lane_left"], keep["lane_right"] = _lane_neighbors(m.lanes)
         spawn = np.nonzero((lane_sig == 0) & (m.lanes.lane_type != 1))[0].astype(np.int32)  # no bike lanes
         keep["spawn"] = np.ascontiguousarray(spawn)
         keep["walk_pts"] = np.ascontiguousarray(m.sidewalks.values, np.float64).reshape(-1, 3)
@@ -300,6 +341,8 @@ cdef class RoadMap:
         c.lane_speed = _ptr_f32(keep["lane_speed"])
         c.lane_inter = _ptr_i32(keep["lane_inter"])
         c.lane_signalized = _ptr_u8(keep["lane_signalized"])
+        c.lane_left = _ptr_i32(keep["lane_left"])
+        c.lane_right = _ptr_i32(keep["lane_right"])
         c.lanes = self.lanes.c
         c.edges = self.road_edges.c
         c.walks = self.sidewalks.c
@@ -407,6 +450,12 @@ cdef class RoadMap:
     def project_to_lanes(self, points, double max_dist=50.0, double z_gate=DEFAULT_Z_GATE):
         """Nearest lane of each point (see :meth:`SegmentGrid.query`; ``row`` is the lane id)."""
         return self.lanes.query(points, max_dist, z_gate)
+
+    @property
+    def lane_neighbors(self):
+        """(left, right): int32 ``[L]`` adjacent same-direction lane on each side, -1 if none, as the
+        engine uses them (the map's neighbours where :func:`_lane_neighbors` accepts them)."""
+        return self._keep["lane_left"].copy(), self._keep["lane_right"].copy()
 
     @property
     def num_lanes(self):

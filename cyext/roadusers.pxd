@@ -20,13 +20,19 @@ lane; ``route.pxd``): the Intelligent Driver Model sets its acceleration, pure p
    stopped leader (pedestrians have the right of way, on a crosswalk or not).
 4. ``_curve_limit``: the desired speed is lowered ahead of curves so the lateral acceleration stays
    comfortable.
-5. ``idm_accel``: the IDM law on the nearest constraint; then ``_integrate``: a kinematic bicycle
-   about the rear axle along the first predicted arc, and ``_advance_route`` along the lane graph.
+5. ``idm_accel`` (``idm_law.pxd``): the IDM law on the nearest constraint; then ``_integrate``: a
+   kinematic bicycle about the rear axle along the first predicted arc, and ``_advance_route`` along
+   the lane graph.
+6. ``lane_change`` (``lanechange.pxd``, when enabled): when that nearest constraint was a static
+   actor close ahead, outside intersections, the vehicle moves to a free adjacent same-direction
+   lane (nothing alongside or at rest ahead there; MOBIL's safety criterion on the new follower),
+   its route redrawn from there; pure pursuit, with a longer lookahead, carries it across, and a
+   cooldown keeps it from changing back at once. Without a free lane it stays behind the obstacle.
 
 Behaviour modes rescale the IDM gains and may be redrawn with a small probability each step.
 """
 
-from libc.math cimport sqrt, cos, sin, atan, fabs, pow
+from libc.math cimport sqrt, cos, sin, atan, fabs
 from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, ROLE_IDM, SLC_SIGNAL, SLC_STOP_SIGN
 from scene cimport lane_length
 from geometry cimport wrap_angle, obb_overlap_cs
@@ -34,6 +40,8 @@ from rng cimport Rng, rng_uniform, rng_int
 from dynamics cimport clip
 from route cimport (Route, Sweep, Cursor, _route_next, _route_build, _cursor_start, _route_xy, _kappa_max,
                     _predict, _project, sweep_bounds)
+from idm_law cimport idm_accel
+from lanechange cimport LaneChangeParams, lane_change
 from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked,
                        pedestrian_yield)
 
@@ -58,6 +66,7 @@ ctypedef struct IdmParams:
     double ped_horizon         # seconds of a walking pedestrian's path the vehicle keeps clear of (0: off)
     double mode_cdf[3]         # cumulative weights of the behaviour modes (RoadUsersConfig.idm_modes)
     bint mode_uniform          # equal weights: one uniform integer draw
+    LaneChangeParams lc        # changing lane around an obstacle at rest (lanechange.pxd)
 
 
 ctypedef struct Leader:
@@ -65,6 +74,7 @@ ctypedef struct Leader:
     double gap                 # travel until it (m); 1e9 when there is none
     double speed               # its speed along the vehicle's path (m/s)
     bint slow                  # the nearest agent leader is (nearly) at rest
+    Py_ssize_t who             # index of the agent that is the nearest constraint; -1 for a stopping point
 
 
 cdef inline int idm_draw_mode(Rng* rng, const IdmParams* p) noexcept nogil:
@@ -150,27 +160,12 @@ cdef inline double _future_contact(const MapC* m, Agent* a, const Sweep* sw, Age
     return 1e9
 
 
-cdef inline double idm_accel(double v, double v0, double gap, double lead_v, double T, double amax,
-                             double bcomf, double s0, double delta) noexcept nogil:
-    """The Intelligent Driver Model (Treiber et al. 2000): free-road term
-    amax (1 - (v / v0)^delta) (-bcomf when the desired speed v0 is 0), less the interaction term
-    amax (s* / gap)^2 with the desired gap s* = max(s0, s0 + v T + v (v - lead_v) / (2 sqrt(amax bcomf)))
-    when there is a leader (``gap`` < 1e8 m; floored at 0.05 m). Units: m, s, m/s, m/s^2."""
-    cdef double acc = amax * (1.0 - pow(v / v0, delta)) if v0 > 0 else -bcomf
-    cdef double s_star
-    if gap < 1e8:
-        s_star = s0 + v * T + v * (v - lead_v) / (2.0 * sqrt(amax * bcomf))
-        if s_star < s0:
-            s_star = s0
-        acc -= amax * (s_star / (gap if gap > 0.05 else 0.05)) ** 2
-    return acc
-
-
 cdef inline void _stop_at(Leader* ld, double dist) noexcept nogil:
     """A stopping point ``dist`` metres ahead becomes the leader when it is nearer."""
     if dist < ld.gap:
         ld.gap = dist if dist > 0.05 else 0.05
         ld.speed = 0.0
+        ld.who = -1
 
 
 cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const Sweep* sw,
@@ -216,6 +211,7 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
                     ld.gap = g
                     ld.speed = w
                     ld.slow = False
+                    ld.who = j
         if b.x < xmin - ra - rb or b.x > xmax + ra + rb or b.y < ymin - ra - rb or b.y > ymax + ra + rb:
             continue
         ahw = 0.5 * a.width + p.side_margin
@@ -242,6 +238,7 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
             ld.gap = g
             ld.speed = b.speed * (b.cos_h * sw.c[hit] + b.sin_h * sw.s[hit])
             ld.slow = fabs(b.speed) < 1.0
+            ld.who = j
 
 
 cdef inline void _stop_constraints(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i,
@@ -374,6 +371,7 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     ld.gap = 1e9
     ld.speed = 0.0
     ld.slow = False
+    ld.who = -1
     if rng_uniform(rng) < p.reroll_prob:
         a.idm_mode = idm_draw_mode(rng, p)
     mode = a.idm_mode
@@ -400,3 +398,5 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     if v1 < 0:
         v1 = 0.0
     _advance_route(m, a, rng, L, _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
+    if p.lc.enabled:
+        lane_change(m, agents, n, i, &p.lc, ld.who, ld.gap, v0, T, amax, bcomf, s0, p.delta, rng, dt)

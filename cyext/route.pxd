@@ -120,8 +120,9 @@ cdef inline void _route_xy(const MapC* m, const Route* r, Cursor* cur, double s,
 
 cdef inline double _lookahead(Agent* a, double v) noexcept nogil:
     """Pure-pursuit lookahead from the rear axle: short, so the vehicle holds the lane centre in
-    turns; longer with the wheelbase and with speed, which keeps the loop smooth."""
-    return 1.5 + 0.3 * a.wheelbase + 0.3 * v
+    turns; longer with the wheelbase and with speed, which keeps the loop smooth; longer still by
+    ``lc_reach`` seconds of travel while it crosses to a new lane (a gradual change, ``lanechange.pxd``)."""
+    return 1.5 + 0.3 * a.wheelbase + 0.3 * v + a.lc_reach * v
 
 
 cdef inline double _kappa_max(Agent* a, const double* cp_all) noexcept nogil:

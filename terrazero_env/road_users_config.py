@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from .config_checks import check_float, check_int, check_pair, check_tuple
+from .config_checks import check_bool, check_float, check_int, check_pair, check_tuple
 from .config_checks import set_field as _set
 
 __all__ = ["CrossingGroup", "PedestrianConfig", "RoadUsersConfig", "StaticGenerator", "StaticKind"]
@@ -145,6 +145,26 @@ class RoadUsersConfig:
     idm_modes: tuple[float, float, float] = (1.0, 1.0, 1.0)
     """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
     cautious) at placement and reroll (section 4.4 names the modes; equal weights are ours)."""
+    lane_change: bool = True
+    """IDM vehicles change to a free adjacent same-direction lane around a static actor ahead of them
+    (issue 16); False: they stop behind it and wait."""
+    lane_change_distance: float = 30.0
+    """A static actor that is an IDM vehicle's nearest constraint within this travel (m) prompts a
+    lane change, in (0, 200] (ours)."""
+    lane_change_clear_ahead: float = 30.0
+    """Nothing at rest may lie this far (m) ahead of the vehicle's front in the new lane, in [0, 200]
+    (ours; the obstacle must not block that lane too)."""
+    lane_change_safe_decel: float = 4.0
+    """Largest braking (m/s^2) a change may impose on the new follower (MOBIL's safety criterion,
+    Kesting et al. 2007, b_safe = 4 m/s^2) or on the vehicle behind its new leader, in (0, 20]."""
+    lane_change_cooldown: float = 5.0
+    """Seconds after a change before the vehicle may change again, in [0, 600] (ours)."""
+    lane_change_lookahead: float = 1.0
+    """Extra pure-pursuit lookahead (seconds of travel) while the vehicle crosses to its new lane, in
+    [0, 5]: larger is a gentler change (ours)."""
+    lane_change_margin: float = 0.3
+    """Lateral clearance (m) the vehicle's corridor in the new lane keeps from agents beside it, in
+    [0, 5] (ours)."""
     parked: tuple[int, int] = (0, 0)
     """Rows of parked vehicles per world, a count or (min, max) in [0, 64] (section 4.4; ours)."""
     parked_row: tuple[int, int] = (1, 3)
@@ -186,6 +206,14 @@ class RoadUsersConfig:
 
     def __post_init__(self) -> None:
         check_float("RoadUsersConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
+        check_bool("RoadUsersConfig.lane_change", self.lane_change)
+        check_float("RoadUsersConfig.lane_change_distance", self.lane_change_distance, 0.0, 200.0, lo_open=True,
+                    unit=" of metres")
+        for name, hi, unit in (("lane_change_clear_ahead", 200.0, " of metres"), ("lane_change_cooldown", 600.0, " s"),
+                               ("lane_change_lookahead", 5.0, " s"), ("lane_change_margin", 5.0, " of metres")):
+            check_float(f"RoadUsersConfig.{name}", getattr(self, name), 0.0, hi, unit=unit)
+        check_float("RoadUsersConfig.lane_change_safe_decel", self.lane_change_safe_decel, 0.0, 20.0, lo_open=True,
+                    unit=" of m/s^2")
         for name, n in (("idm_modes", 3), ("static_sizes", 3)):
             w = check_tuple(f"RoadUsersConfig.{name}", getattr(self, name), n)
             for i, x in enumerate(w):

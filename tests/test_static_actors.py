@@ -1,7 +1,8 @@
 """Static actors and the road-user composition (issue 16, points 1, 3 and the static parts of 5):
 nothing a generator places overlaps anything else or leaves the road at reset, over 1,000 seeds per
 generator; static actors never move; they appear among the partners with their kind's type code;
-a lane-block closure stops an IDM vehicle before it; a taper's cones stay inside their own lane, so
+a lane-block closure stops an IDM vehicle before it or, with lane changes on, sees it pass beside
+the closed lane; a taper's cones stay inside their own lane, so
 the adjacent lane stays passable; the IDM share and behaviour-mode mix, per-class kinematic ranges
 and the earlier ``init.idm_fraction`` key are configuration."""
 
@@ -121,12 +122,13 @@ def _block_scene(e: core.Engine, seed: int) -> tuple[list[dict], np.ndarray, flo
     return spec, start, h
 
 
-def test_lane_block_stops_an_idm_vehicle_before_it() -> None:
-    """An IDM vehicle driving at 8 m/s toward a lane-block closure 30 m ahead never touches a cone
-    and comes to rest in front of the line (the IDM leader search treats static actors as
-    stopped leaders; it does not change lane around them)."""
-    e = _engine(1, lane_block=1, worker_prob=0.0, n_agents=(1, 1))
-    runs = 0
+@pytest.mark.parametrize("lane_change", [False, True])
+def test_lane_block_leaves_its_lane_impassable_to_an_idm_vehicle(lane_change: bool) -> None:
+    """An IDM vehicle driving at 8 m/s toward a lane-block closure 30 m ahead never touches a cone and
+    never passes the line inside the closed lane: it comes to rest in front of the line, or (with
+    lane changes on, where an adjacent lane is free) passes the line beside the closed lane."""
+    e = _engine(1, lane_block=1, worker_prob=0.0, n_agents=(1, 1), lane_change=lane_change)
+    runs = changed = 0
     for seed in range(60):
         scene = _block_scene(e, seed)
         if scene is None:
@@ -136,18 +138,30 @@ def test_lane_block_stops_an_idm_vehicle_before_it() -> None:
                "length": 4.5, "width": 1.9}
         e.set_scene(0, spec + [car], seed=seed)
         i = len(spec)
+        half_lane = 0.5 * float(np.asarray(e.road_maps[e.world_map[0]].map_data.lanes.width).min())
+        passed = False
         for _ in range(200):
             e.step()
             a = e.agents[0, : e.num_agents(0)]
             hits = core.obb_overlap_batch(_boxes(a[[i] * i]), _boxes(a[:i]))
             assert not hits.any(), f"seed {seed}: the IDM vehicle drove into the closure"
+            ahead = (a["x"][:i].mean() - a["x"][i]) * np.cos(h) + (a["y"][:i].mean() - a["y"][i]) * np.sin(h)
+            if ahead < 0 and not passed:
+                lat = -(a["x"][i] - start[0]) * np.sin(h) + (a["y"][i] - start[1]) * np.cos(h)
+                assert abs(lat) > half_lane, f"seed {seed}: passed the closure inside the closed lane"
+                passed = True
         a = e.agents[0]
-        ahead = (a["x"][:i].mean() - a["x"][i]) * np.cos(h) + (a["y"][:i].mean() - a["y"][i]) * np.sin(h)
-        assert abs(a["speed"][i]) < 0.2 and 2.0 < ahead < 12.0, f"seed {seed}: speed {a['speed'][i]}, gap {ahead}"
+        if passed:
+            assert lane_change, f"seed {seed}: passed the closure with lane changes off"
+            changed += 1
+        else:
+            assert abs(a["speed"][i]) < 0.2 and 2.0 < ahead < 12.0, f"seed {seed}: speed {a['speed'][i]}, gap {ahead}"
         runs += 1
         if runs >= 5:
             break
     assert runs >= 3, "too few straight closures to test"
+    # grid_town's roads have two lanes each way: some closures leave a free lane beside them.
+    assert (changed > 0) == lane_change
 
 
 def test_taper_cones_stay_inside_their_lane() -> None:
