@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -108,7 +108,9 @@ def _ahead(agents: np.ndarray, ego: int, mask: np.ndarray, reach: float, half_wi
 
 
 def _stopped_vehicles(agents: np.ndarray) -> np.ndarray:
-    return (agents["role"] == ROLE_STATIC) & np.isin(agents["cls"], _VEHICLES) & (agents["kind"] == int(StaticKind.NONE))
+    """Background vehicles left standing on a lane (static, not parked at the curb nor crashed)."""
+    kind_none = agents["kind"] == int(StaticKind.NONE)
+    return (agents["role"] == ROLE_STATIC) & np.isin(agents["cls"], _VEHICLES) & kind_none
 
 
 def construction_zone(agents: np.ndarray, ego: int) -> bool:
@@ -204,8 +206,6 @@ def family_config(base: EngineConfig, family: Family) -> EngineConfig:
     ped = ru.pop("pedestrians", None)
     road_users = RoadUsersConfig(**ru)
     if ped is not None:
-        from dataclasses import replace
-
         road_users = replace(road_users, pedestrians=replace(road_users.pedestrians, **ped))
     max_agents = max(family.max_agents, base.slots_per_world, int(family.init.get("num_agents", (0, 0))[1]))
     return base.with_overrides(maps=(family.map,), road_users=road_users, init=dict(family.init),
