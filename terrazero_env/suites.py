@@ -300,14 +300,16 @@ SUITE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 def family_row(family: Family, scanned: int, per: dict[str, Any], closed: dict[str, Any]) -> dict[str, Any]:
     """One family's row: its scenes and scanned seeds, the closed-loop score's mean with a 95% Student t
-    interval, and the means of the other :data:`SUITE_COLUMNS` (rates in [0, 1])."""
+    interval (clipped to the score's range [0, 100]: with few scenes and many zeros the t interval
+    reaches below 0), and the means of the other :data:`SUITE_COLUMNS` (rates in [0, 1])."""
     from .metrics import mean_interval
 
     score = np.asarray(closed["score"], float)
     m, lo, hi = mean_interval(score)
     row: dict[str, Any] = {"family": family.name, "description": family.description, "map": family.map,
                            "scenes": int(score.size), "scanned": int(scanned),
-                           "score_ci": [None if np.isnan(lo) else lo, None if np.isnan(hi) else hi]}
+                           "score_ci": [None if np.isnan(lo) else max(lo, 0.0),
+                                        None if np.isnan(hi) else min(hi, 100.0)]}
     for key, _, source in SUITE_COLUMNS:
         values = closed[key] if source == "closed" else per["events"][key]
         row[key] = float(np.mean(np.asarray(values, float)))

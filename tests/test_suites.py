@@ -245,3 +245,20 @@ def test_bad_suite_name_is_an_argparse_error(run_dir, capsys):
 def test_suite_options_that_do_not_fit_exit_2_naming_them(run_dir, capsys, argv, message):
     assert main(["eval", str(run_dir), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_family_row_means_the_episodes_and_clips_the_score_interval_to_its_range():
+    from terrazero_env.suites import family_row, format_suite, suite_mean
+
+    fam = FAMILIES["accident_site"]
+    closed = {"score": [0.0, 0.0, 0.0, 60.0], "no_at_fault_collision": [1, 0, 0, 1], "drivable_area_compliance": [1] * 4,
+              "ego_progress": [0.5, 0.1, 0.2, 1.0], "goal_reached": [0, 0, 0, 1]}
+    per = {"events": {"collision": [False, True, True, False], "offroad": [False] * 4}}
+    row = family_row(fam, 31, per, closed)
+    assert row["score"] == 15.0 and row["scenes"] == 4 and row["scanned"] == 31
+    assert row["score_ci"][0] == 0.0 and 15.0 < row["score_ci"][1] <= 100.0  # the raw t bound is below 0
+    assert row["collision"] == 0.5 and row["no_at_fault_collision"] == 0.5 and row["ego_progress"] == 0.45
+    mean = suite_mean([row, {**row, "score": 35.0, "collision": 0.0}])
+    assert mean["score"] == 25.0 and mean["collision"] == 0.25 and mean["scenes"] == 8
+    table = format_suite([row], mean)
+    assert table.splitlines()[2].split()[:4] == ["accident_site", "4", "31", "15.0"]
