@@ -251,8 +251,8 @@ def test_family_row_means_the_episodes_and_clips_the_score_interval_to_its_range
     from terrazero_env.suites import family_row, format_suite, suite_mean
 
     fam = FAMILIES["accident_site"]
-    closed = {"score": [0.0, 0.0, 0.0, 60.0], "no_at_fault_collision": [1, 0, 0, 1], "drivable_area_compliance": [1] * 4,
-              "ego_progress": [0.5, 0.1, 0.2, 1.0], "goal_reached": [0, 0, 0, 1]}
+    closed = {"score": [0.0, 0.0, 0.0, 60.0], "no_at_fault_collision": [1, 0, 0, 1],
+              "drivable_area_compliance": [1] * 4, "ego_progress": [0.5, 0.1, 0.2, 1.0], "goal_reached": [0, 0, 0, 1]}
     per = {"events": {"collision": [False, True, True, False], "offroad": [False] * 4}}
     row = family_row(fam, 31, per, closed)
     assert row["score"] == 15.0 and row["scenes"] == 4 and row["scanned"] == 31
