@@ -262,3 +262,14 @@ def test_family_row_means_the_episodes_and_clips_the_score_interval_to_its_range
     assert mean["score"] == 25.0 and mean["collision"] == 0.25 and mean["scenes"] == 8
     table = format_suite([row], mean)
     assert table.splitlines()[2].split()[:4] == ["accident_site", "4", "31", "15.0"]
+
+
+def test_cli_prints_the_row_of_each_family_and_the_mean(run_dir, capsys, monkeypatch):
+    # A one-family stand-in for the suite keeps this fast; the slow test above runs all eight.
+    monkeypatch.setitem(SUITES, "longtail", (FAMILIES["lane_change_low"],))
+    assert main(["eval", str(run_dir), "--suite", "longtail", "--scenes", "2", "--seed", "9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 families x 2 scenes, seed 9, deterministic actions" in lines[0]
+    row = next(ln for ln in lines if ln.startswith("lane_change_low "))
+    assert row.split()[1] == "2" and 0.0 <= float(row.split()[3]) <= 100.0
+    assert any(ln.startswith("mean over families") and ln.split()[3] == "2" for ln in lines)
