@@ -21,12 +21,18 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
 from .suites import SUITES
 from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .config import EngineConfig
 
 __all__ = ["main"]
 
@@ -201,7 +207,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_suite(args: argparse.Namespace, zip_path: object, cfg: object, source: str) -> int:
+def _eval_suite(args: argparse.Namespace, zip_path: Path, cfg: EngineConfig, source: str) -> int:
     """``terrazero eval RUN --suite NAME``: one row per family as it finishes, then the mean."""
     from terrazero_env.agents.evaluate import load_checkpoint
     from terrazero_env.agents.suite_eval import evaluate_suite
