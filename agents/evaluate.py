@@ -21,7 +21,7 @@ the table, come from the torch-free :mod:`terrazero_env.metrics`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,12 +220,16 @@ def compare_policies(model_a: Any, model_b: Any, config: EngineConfig, episodes:
 def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int, seed: int,
               video_path: Path | None, video_dpi: int, video_fps: int,
               video_zoom: float | None = None,
-              history: dict[int, list[np.ndarray]] | None = None) -> tuple[dict[str, Any], int, str | None]:
+              history: dict[int, list[np.ndarray]] | None = None,
+              scenes: Sequence[tuple[int, int]] | None = None) -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
     ``return``; ``length`` in steps; ``engine_metrics``: the slot's ``Engine.episode_metrics`` row when
     the episode ended; ``episode_id``: (round, world, agent index)), the number of rounds, and the
     video written (or None). ``history``, when given, receives every round's ``Engine.agents``
-    snapshots (one per step, for the filmstrip of the worst episodes)."""
+    snapshots (one per step, for the filmstrip of the worst episodes). ``scenes``, when given, replaces
+    the derived seeds: ``(world seed, slot)`` pairs, ``W`` per round, each world reset with its seed and
+    only the named slot's episode kept (the long-tail suite's qualifying scenes); ``episodes`` must be
+    their number."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
     names = list(core.COUNTER_NAMES)
@@ -242,10 +246,19 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     empty_rounds = 0
     rnd = 0
     while len(returns) < episodes:
-        seeds = [_world_seed(seed, rnd * W + w) for w in range(W)]
+        if scenes is None:
+            seeds = [_world_seed(seed, rnd * W + w) for w in range(W)]
+        else:  # unused worlds of the last round repeat its first scene; their episodes are not kept
+            chunk = list(scenes[rnd * W:(rnd + 1) * W])
+            seeds = [int(s) for s, _ in chunk] + [int(chunk[0][0])] * (W - len(chunk))
         obs, info = venv.reset(seed=seeds)
         valid = np.asarray(info["valid"], bool).copy()
-        order = np.nonzero(valid)[0][: episodes - len(returns)]  # this round's share of the sample, slot order
+        if scenes is None:
+            order = np.nonzero(valid)[0][: episodes - len(returns)]  # this round's share of the sample, slot order
+        else:
+            order = np.array([w * K + int(k) for w, (_, k) in enumerate(chunk)], np.int64)
+            if not valid[order].all():
+                raise RuntimeError(f"round {rnd}: a scene's slot holds no controlled agent after its reset")
         if order.size == 0:
             empty_rounds += 1
             if empty_rounds >= 10:

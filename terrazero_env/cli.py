@@ -21,11 +21,18 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
+from .suites import SUITES
 from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .config import EngineConfig
 
 __all__ = ["main"]
 
@@ -132,9 +139,20 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     if args.chart is not None and args.vs is None:
         raise ValueError("--chart draws a --vs comparison: name a second run with --vs")
+    if args.suite is None and args.scenes is not None:
+        raise ValueError("--scenes sets the scenes per family of a --suite: name one with --suite")
+    if args.suite is not None:
+        clash = [opt for opt, v in (("--vs", args.vs), ("--maps", args.maps), ("--video", args.video),
+                                    ("--filmstrip", args.filmstrip), ("--episodes", args.episodes)) if v]
+        if clash:
+            raise ValueError(f"--suite fixes its own maps and scenes; it does not combine with {', '.join(clash)}")
+    if args.episodes is None:
+        args.episodes = 100
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
+    if args.suite is not None:
+        return _eval_suite(args, zip_path, cfg, source)
     if args.maps:
         cfg = cfg.with_overrides(maps=tuple(args.maps))
     model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
@@ -185,6 +203,34 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         out = {"checkpoint": str(zip_path), "config": source, **result}
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _eval_suite(args: argparse.Namespace, zip_path: Path, cfg: EngineConfig, source: str) -> int:
+    """``terrazero eval RUN --suite NAME``: one row per family as it finishes, then the mean."""
+    from terrazero_env.agents.evaluate import load_checkpoint
+    from terrazero_env.agents.suite_eval import evaluate_suite
+
+    from .suites import format_suite, get_suite
+
+    model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
+    scenes = 20 if args.scenes is None else args.scenes
+    names = [f.name for f in get_suite(args.suite)]
+    print(f"{zip_path} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
+          f"seed {args.seed}, deterministic actions")
+    try:
+        out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
+                             on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} "
+                                                       f"({r['scenes']} scenes of {r['scanned']} seeds)", flush=True))
+    except RuntimeError as e:
+        raise ValueError(str(e)) from e
+    print(format_suite(out["families"], out["mean"]))
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps({"checkpoint": str(zip_path), "config": source, **out}, indent=1),
+                                   encoding="utf-8")
         print(f"wrote {args.json}")
     return 0
 
@@ -277,7 +323,8 @@ def make_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95% CIs")
     ev.add_argument("checkpoint", help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
                          "or a checkpoint folder holding model.zip")
-    ev.add_argument("--episodes", type=int_in(1, 10**7), default=100, help="completed episodes (one per agent slot and world reset)")
+    ev.add_argument("--episodes", type=int_in(1, 10**7), default=None,
+                    help="completed episodes (one per agent slot and world reset; default 100)")
     ev.add_argument("--preset", default=None,
                     help="preset name or config YAML (default: config.yaml beside the checkpoint or one folder up)")
     ev.add_argument("--maps", nargs="+", default=None, metavar="MAP", help="maps to evaluate on (default: the config's)")
@@ -295,6 +342,11 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--chart", default=None, metavar="PNG", help="with --vs: bar charts of the metrics with intervals")
     ev.add_argument("--filmstrip", default=None, metavar="PNG",
                     help="6 frames of each of the 3 lowest-scoring episodes (of A with --vs)")
+    ev.add_argument("--suite", default=None, choices=sorted(SUITES),
+                    help="evaluate on a suite of scenario families instead (longtail: the eight InterPlan-like "
+                         "families; see terrazero_env.suites), deterministic actions, one row per family")
+    ev.add_argument("--scenes", type=int_in(1, 10**5), default=None,
+                    help="with --suite: qualifying scenes per family (default 20)")
     ev.add_argument("--trust-pickle", action="store_true",
                     help="allow a checkpoint zip that needs unpickling (any SB3 zip not written by terrazero); "
                          "unpickling runs code from the file: only for files you trust")

@@ -1,0 +1,76 @@
+"""``terrazero eval RUN --suite longtail``: a trained policy on the scenario families of a suite.
+
+    terrazero eval runs/quick --suite longtail --scenes 20 --json longtail.json
+
+For each family of the suite (:mod:`terrazero_env.suites`: the declarative specs, the seed scan that
+finds scenes where the ego meets the family's feature, and the table), this module rolls the policy
+out with deterministic actions on exactly those scenes, one kept episode per scene (the qualifying
+slot of a world reset with the scene's seed; the other controlled slots of that world drive too, under
+the same policy, but are not scored), through :func:`terrazero_env.agents.evaluate._rollouts`, and
+scores every episode with the nuPlan-style closed-loop score of :mod:`terrazero_env.metrics`. The
+run's config supplies observation, reward and kinematic settings, so the policy sees the layout it
+was trained on; the family supplies map, road users and agent counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+import terrazero_env
+from terrazero_env.config import EngineConfig
+from terrazero_env.metrics import closed_loop_metrics
+from terrazero_env.suites import family_config, family_row, find_scenes, get_suite, suite_mean
+
+from .evaluate import _rollouts, check_compatible
+
+__all__ = ["evaluate_suite"]
+
+
+def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", scenes: int = 20, seed: int = 0,
+                   *, families: Sequence[str] | None = None, config_name: str = "the config",
+                   on_family: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Evaluate ``model`` (anything with SB3's ``predict``) on ``scenes`` qualifying scenes of every
+    family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
+    ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
+    [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.suites.family_row`).
+    ``on_family`` is called with each row as soon as it is ready. Deterministic in ``seed``."""
+    if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
+        raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
+    fams = get_suite(suite)
+    if families is not None:
+        known = [f.name for f in fams]
+        unknown = [f for f in families if f not in known]
+        if unknown:
+            raise ValueError(f"unknown {suite} families {unknown}; known: {', '.join(known)}")
+        fams = tuple(f for f in fams if f.name in families)
+    rows: list[dict[str, Any]] = []
+    closed_all: dict[str, dict[str, list[float]]] = {}
+    seeds_all: dict[str, list[list[int]]] = {}
+    for fam in fams:
+        found, scanned = find_scenes(config, fam, int(scenes), seed)
+        cfg = family_config(config, fam).with_overrides(num_worlds=min(config.num_worlds, int(scenes)))
+        venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
+        try:
+            check_compatible(model, venv, config_name)
+            device = getattr(model, "device", torch.device("cpu"))
+            devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(seed) % (1 << 63))
+                per, _, _ = _rollouts(lambda obs: model.predict(obs, deterministic=True)[0], venv, len(found), seed,
+                                      None, 80, 10, scenes=[(s.seed, s.slot) for s in found])
+        finally:
+            venv.close()
+        closed = closed_loop_metrics(np.asarray(per["engine_metrics"]), float(cfg.dt),
+                                     goal_reached=per["events"].get("goal_reached"), returns=per["return"])
+        row = family_row(fam, scanned, per, closed)
+        rows.append(row)
+        closed_all[fam.name] = {k: v.tolist() for k, v in closed.items()}
+        seeds_all[fam.name] = [[s.seed, s.slot] for s in found]
+        if on_family is not None:
+            on_family(row)
+    return {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True, "families": rows,
+            "mean": suite_mean(rows), "closed_loop": closed_all, "scene_seeds": seeds_all}
