@@ -4,10 +4,11 @@
 
 Every row steps the same worlds (the planner preset's maps, seeds 0..W-1) with 16 policy cars each,
 holding the zero action, and reports policy agent-steps per second (valid slots stepped / wall
-time, resets excluded; the best of three runs). With one thread the time is the process's CPU time
+time, resets excluded; the best of ``--repeats`` runs, the rows timed round robin). With one thread the time is the process's CPU time
 (``time.process_time``), which other processes on a shared machine disturb far less than the wall
 clock; ``--wall`` uses the wall clock (needed with more than one thread). Rows: policy cars only; the full planner mix (IDM traffic and every static
-generator at the preset's counts); each generator alone at the top of its preset range, and its
+generator at the preset's counts, crossers and jaywalkers at rates drawn from the preset's ranges);
+each generator alone at the top of its preset range (pedestrian generators at their top rate), and its
 cost relative to policy cars only. The floor of issue 16: the full mix keeps at least 60% of the
 policy-only throughput.
 """
@@ -26,27 +27,30 @@ from terrazero_env import load_config
 from terrazero_env.config import StaticGenerator
 
 
-def throughput(overrides: dict, W: int, steps: int, threads: int, repeats: int,
-               clock=time.process_time) -> tuple[float, float]:
-    """(policy agent-steps/s, best of ``repeats`` runs, and mean agents per world) for one composition."""
-    cfg = load_config("planner", **{"num_worlds": W, "episode_length": 100_000, "consequences.collision": "none",
-                                    "consequences.offroad": "none", **overrides})
-    e = core.Engine(cfg, num_threads=threads)
-    e.reset(seeds=np.arange(W))
-    hold = int(np.nonzero((e.action_values(0) == 0).all(axis=1))[0][0])
-    actions = np.full(e.actions.shape, hold, np.int32)
-    agents = float(np.mean([e.num_agents(w) for w in range(W)]))
-    best = 0.0
-    for _ in range(repeats):
+class Composition:
+    """One row's worlds: the planner preset with ``overrides``, policy cars holding the zero action."""
+
+    def __init__(self, overrides: dict, W: int, threads: int) -> None:
+        cfg = load_config("planner", **{"num_worlds": W, "episode_length": 100_000, "consequences.collision": "none",
+                                        "consequences.offroad": "none", **overrides})
+        self.W = W
+        self.engine = e = core.Engine(cfg, num_threads=threads)
         e.reset(seeds=np.arange(W))
-        e.step(actions)
+        hold = int(np.nonzero((e.action_values(0) == 0).all(axis=1))[0][0])
+        self.actions = np.full(e.actions.shape, hold, np.int32)
+        self.agents = float(np.mean([e.num_agents(w) for w in range(W)]))
+
+    def run(self, steps: int, clock=time.process_time) -> float:
+        """Policy agent-steps per second of one run of ``steps`` steps from the reset (after one step)."""
+        e = self.engine
+        e.reset(seeds=np.arange(self.W))
+        e.step(self.actions)
         stepped = 0
         t0 = clock()
         for _ in range(steps):
-            e.step(actions)
+            e.step(self.actions)
             stepped += int(e.valid.sum())
-        best = max(best, stepped / (clock() - t0))
-    return best, agents
+        return stepped / (clock() - t0)
 
 
 def main() -> None:
@@ -60,22 +64,31 @@ def main() -> None:
     a = p.parse_args()
     planner = load_config("planner").road_users
     off = {f"road_users.{g.name.lower()}": 0 for g in StaticGenerator}
+    off.update({"road_users.pedestrians.crossing_rate": 0.0, "road_users.pedestrians.jaywalk_rate": 0.0})
     only = {"init.num_agents": [16, 16], "road_users.idm_fraction": 0.0, **off}
     rows = [("policy cars only", only), ("full planner mix", {"init.num_agents": [16, 32]})]
     rows.append(("IDM traffic (16 extra cars)", {**only, "init.num_agents": [32, 32], "road_users.idm_fraction": 1.0}))
     for g in StaticGenerator:
         name = g.name.lower()
         rows.append((f"{name} x{getattr(planner, name)[1]}", {**only, f"road_users.{name}": getattr(planner, name)[1]}))
+    for name in ("crossing_rate", "jaywalk_rate"):
+        top = planner.pedestrians.rate_range(name)[1]
+        rows.append((f"{name} {top:g}/s", {**only, f"road_users.pedestrians.{name}": top}))
+    clock = time.perf_counter if (a.wall or a.threads > 1) else time.process_time
+    comps = [Composition(ov, a.worlds, a.threads) for _, ov in rows]
+    best = [0.0] * len(rows)
+    # Round robin: every repeat times each row once, so a change of load on a shared machine touches
+    # all rows alike instead of the rows measured while it lasts.
+    for _ in range(a.repeats):
+        for k, c in enumerate(comps):
+            best[k] = max(best[k], c.run(a.steps, clock))
     out = []
-    base = None
+    base = best[0]
     print(f"{'composition':32s} {'agents/world':>12s} {'policy agent-steps/s':>21s} {'vs policy only':>15s}")
-    for label, ov in rows:
-        clock = time.perf_counter if (a.wall or a.threads > 1) else time.process_time
-        sps, n = throughput(ov, a.worlds, a.steps, a.threads, a.repeats, clock)
-        base = base or sps
-        out.append({"composition": label, "agents_per_world": n, "policy_agent_steps_per_s": sps,
+    for (label, _), c, sps in zip(rows, comps, best):
+        out.append({"composition": label, "agents_per_world": c.agents, "policy_agent_steps_per_s": sps,
                     "relative": sps / base})
-        print(f"{label:32s} {n:12.1f} {sps:21,.0f} {100 * sps / base:14.0f}%")
+        print(f"{label:32s} {c.agents:12.1f} {sps:21,.0f} {100 * sps / base:14.0f}%")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": platform.processor() or platform.machine(), "worlds": a.worlds,
