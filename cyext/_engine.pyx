@@ -29,7 +29,7 @@ from common cimport *
 from geometry cimport (point_segment_dist2, obb_overlap, segments_intersect, point_in_polygon,
                        box_corners)
 from seggrid cimport seggrid_nearest
-from rng cimport Rng, rng_seed, rng_uniform, rng_range, rng_int, rng_normal
+from rng cimport Rng, rng_seed, rng_uniform, rng_range, rng_int, rng_normal, rng_episode_value
 from dynamics cimport step_dynamics
 from rules cimport (AGENT_BUCKETS, offroad, lane_state, grid_build, collides, point_in_rings,
                     box_touches_segments, wrong_way, comfort_violations, pedestrian_rules, vehicle_rules,
@@ -46,7 +46,7 @@ from idm_law cimport idm_accel
 from static_actors cimport StaticParams, place_static_actors
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
-from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step, pedestrian_rate
+from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step
 
 cnp.import_array()
 

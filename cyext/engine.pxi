@@ -81,7 +81,9 @@ cdef class Engine:
     cdef EntityLayout partners, road, traffic
     cdef SigParams sigp
     cdef IdmParams idmp
-    cdef double idm_fraction
+    cdef double idm_fraction, idm_fraction_hi   # range of the IDM share (drawn per world at reset)
+    cdef double worker_prob_hi               # top of statp.worker_prob's range
+    cdef double* mix_draws                   # [W, 2]: this episode's IDM share and worker probability
     cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)
     cdef PedState* ped                       # [W * max_agents]: their per-row state
     cdef long long* ped_stats                # [W, N_PED_STATS]
@@ -214,6 +216,8 @@ cdef class Engine:
         self.ped = <PedState*>_ptr_mut(b["ped_state"])
         self.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
         b["ped_rates"] = np.zeros((W, 2), np.float64)
+        b["mix_draws"] = np.zeros((W, 2), np.float64)
+        self.mix_draws = <double*>_ptr_mut(b["mix_draws"])
         self.ped_rates = <double*>_ptr_mut(b["ped_rates"])
         self.s_cap = self.g_cap = self.i_cap = 0
         self._sig = None
@@ -349,6 +353,15 @@ cdef class Engine:
         """Per-world counters of the pedestrian generators since each world's reset, int64
         ``[W, len(PEDESTRIAN_STATS)]`` (a read-only view; columns named by ``PEDESTRIAN_STATS``)."""
         v = self._buffers["ped_stats"].view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def episode_mix(self):
+        """Per-world shares of this episode, float64 ``[W, 2]``: the IDM share of background vehicles
+        and the probability that a construction zone has workers, each drawn at the world's reset from
+        its configured range (``RoadUsersConfig.idm_fraction`` / ``worker_prob``; a read-only view)."""
+        v = self._buffers["mix_draws"].view()
         v.flags.writeable = False
         return v
 

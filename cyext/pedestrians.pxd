@@ -341,11 +341,6 @@ cdef inline int _vehicle_discs(const Agent* b, double x, double y, double reach,
     return m_nb
 
 
-cdef inline double pedestrian_rate(Rng* rng, double lo, double hi) noexcept nogil:
-    """One episode's Poisson rate from its configured range; a fixed rate (lo == hi) draws nothing."""
-    return rng_range(rng, lo, hi) if hi > lo else lo
-
-
 cdef inline void pedestrians_reset(PedState* ps, Py_ssize_t cap, long long* stats) noexcept nogil:
     """A world's pedestrian state at reset: no pending or walking rule-based pedestrian, counters 0."""
     memset(ps, 0, cap * sizeof(PedState))
@@ -357,7 +352,7 @@ cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, in
                                   double dt, double z_gate, long long* stats) noexcept nogil:
     """One step of a world's rule-based pedestrians: arrivals, entries, ORCA velocities (all from the
     same instant), motion, and leaving at the far side. ``rates``: this episode's crossing and
-    jaywalk rates (``pedestrian_rate``). Draws nothing when no generator is on and no
+    jaywalk rates (drawn at reset). Draws nothing when no generator is on and no
     pedestrian is pending or walking."""
     cdef Py_ssize_t c, i, j, n
     cdef int k, cnt, m_nb

@@ -96,8 +96,10 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
     rng_seed(&e.rngs[w], seed)
     e.t[w] = 0
     # This episode's pedestrian rates: drawn only from a range, so a fixed rate draws nothing.
-    e.ped_rates[2 * w] = pedestrian_rate(&e.rngs[w], e.pedp.rate, e.pedp.rate_hi)
-    e.ped_rates[2 * w + 1] = pedestrian_rate(&e.rngs[w], e.pedp.jaywalk_rate, e.pedp.jaywalk_rate_hi)
+    e.ped_rates[2 * w] = rng_episode_value(&e.rngs[w], e.pedp.rate, e.pedp.rate_hi)
+    e.ped_rates[2 * w + 1] = rng_episode_value(&e.rngs[w], e.pedp.jaywalk_rate, e.pedp.jaywalk_rate_hi)
+    e.mix_draws[2 * w] = rng_episode_value(&e.rngs[w], e.idm_fraction, e.idm_fraction_hi)
+    e.mix_draws[2 * w + 1] = rng_episode_value(&e.rngs[w], e.statp.worker_prob, e.worker_prob_hi)
     e.n_agents[w] = 0
     memset(&e.agents[w * e.max_agents], 0, e.max_agents * sizeof(Agent))
     pedestrians_reset(&e.ped[w * e.max_agents], e.max_agents, &e.ped_stats[w * N_PED_STATS])
@@ -240,10 +242,13 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     cdef int attempt, c, slots = 0, role
     cdef Agent* a
     cdef bint ok
+    cdef StaticParams sp
     target = e.n_min + rng_int(rng, e.n_max - e.n_min + 1)
     # Static actors first (issue 16), so the agents below are placed clear of them; they leave room
     # for the most agents a world may draw.
-    n = place_static_actors(m, rng, &e.agents[base], 0, e.max_agents - e.n_max, &e.statp, e.cp, e.z_gate)
+    sp = e.statp
+    sp.worker_prob = e.mix_draws[2 * w + 1]
+    n = place_static_actors(m, rng, &e.agents[base], 0, e.max_agents - e.n_max, &sp, e.cp, e.z_gate)
     for k in range(target):
         if n >= e.max_agents:
             break
@@ -280,7 +285,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
             else:
                 a.goal_x = a.x
                 a.goal_y = a.y
-                if c <= CLS_BUS and e.idm_fraction > 0 and rng_uniform(rng) < e.idm_fraction:
+                if c <= CLS_BUS and e.mix_draws[2 * w] > 0 and rng_uniform(rng) < e.mix_draws[2 * w]:
                     a.role = ROLE_IDM
                     a.idm_mode = idm_draw_mode(rng, &e.idmp)
                     a.speed = rng_range(rng, e.v0_lo, e.v0_hi)

@@ -52,6 +52,12 @@ cdef inline double rng_range(Rng* r, double lo, double hi) noexcept nogil:
     return lo + (hi - lo) * rng_uniform(r)
 
 
+cdef inline double rng_episode_value(Rng* r, double lo, double hi) noexcept nogil:
+    """A per-episode value from its configured range; a fixed value (lo == hi) draws nothing, so
+    configs without ranges keep their random streams."""
+    return rng_range(r, lo, hi) if hi > lo else lo
+
+
 cdef inline Py_ssize_t rng_int(Rng* r, Py_ssize_t n) noexcept nogil:
     """Uniform integer in [0, n); n >= 1."""
     return <Py_ssize_t>(rng_uniform(r) * n)

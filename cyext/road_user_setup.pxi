@@ -7,7 +7,7 @@
 cdef _load_road_users(Engine e, cfg):
     """IDM share and mode mix, per-class kinematic ranges and the static generators' table."""
     ru = cfg.road_users
-    e.idm_fraction = ru.idm_fraction
+    e.idm_fraction, e.idm_fraction_hi = ru.prob_range("idm_fraction")
     w = [float(x) for x in ru.idm_modes]
     e.idmp.mode_uniform = 1 if w[0] == w[1] == w[2] else 0
     for k in range(3):
@@ -24,7 +24,7 @@ cdef _load_road_users(Engine e, cfg):
     for k in range(3):
         p.size_w[k] = ru.static_sizes[k]
     p.crash_lo, p.crash_hi = ru.crash_vehicles
-    p.worker_prob = ru.worker_prob
+    p.worker_prob, e.worker_prob_hi = ru.prob_range("worker_prob")
     p.workers_lo, p.workers_hi = ru.workers
     p.debris_lo, p.debris_hi = ru.debris_size
     p.clearance = ru.static_clearance

@@ -138,9 +138,10 @@ class RoadUsersConfig:
     """Rule-based road users of a scene (TerraZero section 4.4, issue 16)."""
 
     # -- IDM traffic and static actors ------------------------------------------------------------
-    idm_fraction: float = 0.0
+    idm_fraction: float | tuple[float, float] = 0.0
     """Share in [0, 1] of the background vehicles (cars, trucks, buses the policy does not control)
-    driven by the IDM controller (section 4.4); the rest stay where they were placed (ours). The YAML
+    driven by the IDM controller (section 4.4), or a ``(min, max)`` range from which each world draws
+    its share at reset; the rest stay where they were placed (ours). The YAML
     key ``init.idm_fraction`` of earlier configs is read as this field."""
     idm_modes: tuple[float, float, float] = (1.0, 1.0, 1.0)
     """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
@@ -190,8 +191,9 @@ class RoadUsersConfig:
     static_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
     """Relative frequency (non-negative, not all zero) of car, truck and bus sizes among parked and
     crashed vehicles (dimensions from each class's ranges; the weights are ours)."""
-    worker_prob: float = 0.5
-    """Probability in [0, 1] that a construction zone has stationary workers (ours)."""
+    worker_prob: float | tuple[float, float] = 0.5
+    """Probability in [0, 1] that a construction zone has stationary workers, or a ``(min, max)`` range
+    from which each world draws its probability at reset (ours)."""
     workers: tuple[int, int] = (1, 2)
     """Workers per zone that has them, (min, max) in [1, 8] (ours)."""
     debris_size: tuple[float, float] = (0.3, 1.0)
@@ -205,7 +207,12 @@ class RoadUsersConfig:
     """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
 
     def __post_init__(self) -> None:
-        check_float("RoadUsersConfig.idm_fraction", self.idm_fraction, 0.0, 1.0)
+        for name in ("idm_fraction", "worker_prob"):
+            v = getattr(self, name)
+            if isinstance(v, (list, tuple)):
+                _set(self, name, check_pair(f"RoadUsersConfig.{name}", v, 0.0, 1.0))
+            else:
+                check_float(f"RoadUsersConfig.{name}", v, 0.0, 1.0)
         check_bool("RoadUsersConfig.lane_change", self.lane_change)
         check_float("RoadUsersConfig.lane_change_distance", self.lane_change_distance, 0.0, 200.0, lo_open=True,
                     unit=" of metres")
@@ -226,13 +233,19 @@ class RoadUsersConfig:
             _set(self, name, _count_range(f"RoadUsersConfig.{name}", getattr(self, name)))
         for name, lo, hi in (("parked_row", 1, 12), ("crash_vehicles", 1, 8), ("workers", 1, 8)):
             _set(self, name, check_pair(f"RoadUsersConfig.{name}", getattr(self, name), lo, hi, ints=True))
-        check_float("RoadUsersConfig.worker_prob", self.worker_prob, 0.0, 1.0)
         _set(self, "debris_size", check_pair("RoadUsersConfig.debris_size", self.debris_size, 0.05, 5.0,
                                              unit=" of metres"))
         check_float("RoadUsersConfig.static_clearance", self.static_clearance, 0.0, 10.0, unit=" of metres")
         check_int("RoadUsersConfig.static_tries", self.static_tries, 1, 1000)
         if not isinstance(self.pedestrians, PedestrianConfig):
             raise ValueError(f"RoadUsersConfig.pedestrians: a PedestrianConfig, got {type(self.pedestrians).__name__}")
+
+    def prob_range(self, name: str) -> tuple[float, float]:
+        """``(min, max)`` of ``idm_fraction`` or ``worker_prob`` (a fixed value gives ``(p, p)``)."""
+        if name not in ("idm_fraction", "worker_prob"):
+            raise ValueError(f"RoadUsersConfig.prob_range: no share named {name!r} (idm_fraction, worker_prob)")
+        v = getattr(self, name)
+        return (float(v[0]), float(v[1])) if isinstance(v, tuple) else (float(v), float(v))
 
     def static_counts(self) -> tuple[tuple[int, int], ...]:
         """(min, max) instances per world of each generator, in ``StaticGenerator`` order."""

@@ -214,3 +214,31 @@ def test_class_kinematic_ranges_apply_per_class() -> None:
         assert ped.any() and (~ped).any()
         assert (s["kin"][ped] == 1.0).all()
         assert ((s["kin"][~ped] >= 0.9) & (s["kin"][~ped] <= 1.1)).all()
+
+
+def test_idm_share_and_worker_probability_ranges_are_drawn_per_world():
+    """``idm_fraction`` and ``worker_prob`` given as ``(min, max)`` give each world its own share at
+    reset, inside the range, and the IDM share decides how many background vehicles are IDM-driven;
+    fixed values are used as they are."""
+    from terrazero_env.config_io import load_config
+    role = {name: k for k, name in enumerate(core.ROLES)}
+    cfg = load_config("quick", num_worlds=24, maps=["grid_town"], max_agents_per_world=40, **{
+        "init.num_agents": [30, 30], "road_users.idm_fraction": [0.0, 1.0], "road_users.worker_prob": [0.2, 0.4],
+        "road_users.parked": 0})
+    eng = core.Engine(cfg)
+    eng.reset(seeds=np.arange(24))
+    mix = eng.episode_mix.copy()
+    assert np.all((mix[:, 0] >= 0) & (mix[:, 0] <= 1)) and np.all((mix[:, 1] >= 0.2) & (mix[:, 1] <= 0.4))
+    assert len(np.unique(mix[:, 0])) == 24
+    share = []
+    for w in range(24):
+        a = eng.agents[w, : eng.num_agents(w)]
+        background = a[(a["role"] != role["CONTROLLED"]) & (a["cls"] <= 2)]
+        share.append(np.mean(background["role"] == role["IDM"]))
+    # the realised IDM share follows the drawn one (14 background vehicles per world)
+    assert np.corrcoef(mix[:, 0], share)[0, 1] > 0.8
+    fixed = core.Engine(load_config("quick", num_worlds=4, maps=["grid_town"], **{"road_users.idm_fraction": 0.25}))
+    fixed.reset(seeds=np.arange(4))
+    assert np.all(fixed.episode_mix[:, 0] == 0.25) and np.all(fixed.episode_mix[:, 1] == 0.5)
+    with pytest.raises(ValueError, match="RoadUsersConfig.idm_fraction max"):
+        load_config("quick", **{"road_users.idm_fraction": [0.5, 1.5]})
