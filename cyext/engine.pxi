@@ -623,27 +623,9 @@ cdef class Engine:
         distance, progress along the lane under it and the posted-limit reference (handover.pxi).
         Every pair is checked before any changes: a slot without a live controlled car, truck or bus on
         a lane raises ValueError naming it."""
-        w = np.atleast_1d(np.asarray(worlds))
-        k = np.atleast_1d(np.asarray(slots))
-        if w.dtype.kind not in "iu" or k.dtype.kind not in "iu" or w.ndim != 1 or w.shape != k.shape:
-            raise ValueError(f"worlds and slots must be integers or equal-length 1-D integer arrays, got "
-                             f"{w.dtype} {w.shape} and {k.dtype} {k.shape}")
-        if not 0 <= idm_mode < N_IDM_MODES:
-            raise ValueError(f"idm_mode must be 0 (default), 1 (assertive) or 2 (cautious), got {idm_mode}")
-        if w.size and (w.min() < 0 or w.max() >= self.num_worlds):
-            raise ValueError(f"worlds must lie in [0, {self.num_worlds}), got {w.tolist()}")
-        if k.size and (k.min() < 0 or k.max() >= self.slots_per_world):
-            raise ValueError(f"slots must lie in [0, {self.slots_per_world}), got {k.tolist()}")
-        if np.unique(w.astype(np.int64) * self.slots_per_world + k).size != w.size:
-            raise ValueError("hand_to_idm: a (world, slot) pair is named twice")
         self._enter()
         try:
-            for j in range(w.size):
-                why = _handover_problem(self, int(w[j]), int(k[j]))
-                if why is not None:
-                    raise ValueError(f"cannot hand slot {int(k[j])} of world {int(w[j])} to the IDM driver: {why}")
-            for j in range(w.size):
-                _hand_to_idm(self, int(w[j]), int(k[j]), idm_mode)
+            _hand_over_checked(self, worlds, slots, idm_mode)
         finally:
             self._busy = False
 

@@ -24,6 +24,29 @@ cdef str _handover_problem(Engine e, Py_ssize_t w, Py_ssize_t k):
     return None
 
 
+def _hand_over_checked(Engine e, worlds, slots, int idm_mode):
+    """``Engine.hand_to_idm``: check every (world, slot) pair, then hand them all over."""
+    w = np.atleast_1d(np.asarray(worlds))
+    k = np.atleast_1d(np.asarray(slots))
+    if w.dtype.kind not in "iu" or k.dtype.kind not in "iu" or w.ndim != 1 or w.shape != k.shape:
+        raise ValueError(f"worlds and slots must be integers or equal-length 1-D integer arrays, got "
+                         f"{w.dtype} {w.shape} and {k.dtype} {k.shape}")
+    if not 0 <= idm_mode < N_IDM_MODES:
+        raise ValueError(f"idm_mode must be 0 (default), 1 (assertive) or 2 (cautious), got {idm_mode}")
+    if w.size and (w.min() < 0 or w.max() >= e.num_worlds):
+        raise ValueError(f"worlds must lie in [0, {e.num_worlds}), got {w.tolist()}")
+    if k.size and (k.min() < 0 or k.max() >= e.slots_per_world):
+        raise ValueError(f"slots must lie in [0, {e.slots_per_world}), got {k.tolist()}")
+    if np.unique(w.astype(np.int64) * e.slots_per_world + k).size != w.size:
+        raise ValueError("hand_to_idm: a (world, slot) pair is named twice")
+    for j in range(w.size):
+        why = _handover_problem(e, int(w[j]), int(k[j]))
+        if why is not None:
+            raise ValueError(f"cannot hand slot {int(k[j])} of world {int(w[j])} to the IDM driver: {why}")
+    for j in range(w.size):
+        _hand_to_idm(e, int(w[j]), int(k[j]), idm_mode)
+
+
 cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexcept nogil:
     """Make slot ``k``'s agent an IDM vehicle on the nearest lane (as ``set_scene`` places one), keep
     its slot for the progress bookkeeping, and clear the slot's metric row: from now on the row holds
