@@ -17,6 +17,14 @@ the progress, ``1 - d_end / d_start`` for the distance between the agent and its
 ``Engine.agents``), or 1 when the goal was reached (with ``goal_behavior: new_goal`` the agent then
 drives on to a new goal). Rates get a Wilson score interval, means a Student t interval; both, and
 the table, come from the torch-free :mod:`terrazero_env.metrics`.
+
+The closed-loop score's ego progress is relative to a reference (``progress_reference``): ``"idm"``
+(the default) replays each round from the same seeds with the scored agents handed to the IDM driver
+at their start (``Engine.hand_to_idm``), the other controlled agents still driven by the policy, and
+takes each IDM driver's progress along the lane after as many steps as the policy's episode lasted;
+one extra rollout per round, whatever the number of worlds. Where a world has several scored slots
+they are handed over together, so each one's reference drives among IDM drivers in those slots.
+``"limit"`` keeps the engine's reference driving at the lane's posted limit.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.envs.conventions import check_seed
+from terrazero_env.metrics import PROGRESS_REFERENCES
 from terrazero_env.metrics import (
     RATES,
     closed_loop_metrics,
@@ -50,7 +59,7 @@ from .ppo import PPO
 
 # The interval and table helpers live in the torch-free ``terrazero_env.metrics``; they stay importable
 # from here because ``evaluate`` returns their rows.
-__all__ = ["RATES", "check_compatible", "compare_policies", "evaluate", "format_table", "load_checkpoint", "mean_interval", "resolve_run", "summarize",
+__all__ = ["RATES", "check_compatible", "check_progress_reference", "closed_loop_from", "compare_policies", "evaluate", "format_table", "load_checkpoint", "mean_interval", "resolve_run", "summarize",
            "t_quantile", "wilson_interval"]
 
 
@@ -156,7 +165,8 @@ def _check_video_path(path: str | Path) -> Path:
 def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 0, deterministic: bool = False,
              *, video: str | Path | None = None, config_name: str = "the config",
              video_dpi: int = 80, video_fps: int = 10, video_zoom: float | None = None,
-             filmstrip: str | Path | None = None, filmstrip_episodes: int = 3) -> dict[str, Any]:
+             filmstrip: str | Path | None = None, filmstrip_episodes: int = 3,
+             progress_reference: str = "idm") -> dict[str, Any]:
     """Run exactly ``episodes`` completed episodes of ``model`` (anything with SB3's ``predict``) on
     ``config`` and return ``{"rows": {key: row}, "per_episode": {...}, ...}``; a row holds
     ``label``, ``kind`` ("rate" or "mean"), ``value``, ``ci_low``, ``ci_high``, ``n`` and, for rates,
@@ -166,7 +176,8 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     controlled agent (None: the whole map). ``closed_loop`` holds the per-episode closed-loop metrics
     (:func:`terrazero_env.metrics.closed_loop_metrics`: the score, its terms and FAST's metrics);
     ``filmstrip``: a PNG of the ``filmstrip_episodes`` lowest-scoring episodes, 6 frames each.
-    Deterministic in ``seed``."""
+    ``progress_reference``: what ego progress is measured against, ``"idm"`` or ``"limit"`` (see the
+    module docstring); the result names it. Deterministic in ``seed``."""
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
     seed = check_seed(seed, "seed")  # [0, 2**64): no two seeds alias one evaluation
@@ -175,6 +186,7 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     if video_zoom is not None and not (np.isfinite(video_zoom) and video_zoom > 0):
         raise ValueError(f"video zoom: a positive number of metres, got {video_zoom!r}")
     video_path = _check_video_path(video) if video is not None else None
+    check_progress_reference(progress_reference)
     for src in config.maps:  # a missing map stops before any work
         terrazero_env.maps.load_source(src)
     cfg = config.with_overrides(num_worlds=_num_worlds(config, episodes))
@@ -187,16 +199,17 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
             torch.manual_seed(int(seed) % (1 << 63))
             history: dict[int, list[np.ndarray]] | None = {} if filmstrip is not None else None
             per, rounds, video_out = _rollouts(lambda obs: model.predict(obs, deterministic=deterministic)[0], venv,
-                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom, history)
-        closed = closed_loop_metrics(np.asarray(per["engine_metrics"]), float(cfg.dt),
-                                     goal_reached=per["events"].get("goal_reached"), returns=per["return"])
+                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom, history,
+                                               progress_reference=progress_reference)
+        closed = closed_loop_from(per, float(cfg.dt))
         if filmstrip is not None:
             film = _worst_filmstrip(venv.engine, per, closed["score"], history, filmstrip, filmstrip_episodes)
     finally:
         venv.close()
     result: dict[str, Any] = {"episodes": episodes, "seed": int(seed), "deterministic": bool(deterministic),
                               "maps": list(cfg.maps), "worlds": cfg.num_worlds, "slots_per_world": cfg.slots_per_world,
-                              "rounds": rounds, "rows": summarize(per), "per_episode": per,
+                              "rounds": rounds, "progress_reference": progress_reference,
+                              "rows": summarize(per), "per_episode": per,
                               "closed_loop": {k: v.tolist() for k, v in closed.items()}}
     if filmstrip is not None:
         result["filmstrip"] = film
@@ -205,14 +218,28 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     return result
 
 
+def check_progress_reference(name: str) -> None:
+    """``name`` must be one of :data:`terrazero_env.metrics.PROGRESS_REFERENCES`."""
+    if name not in PROGRESS_REFERENCES:
+        raise ValueError(f"progress reference must be one of {', '.join(PROGRESS_REFERENCES)}, got {name!r}")
+
+
+def closed_loop_from(per: dict[str, Any], dt: float) -> dict[str, np.ndarray]:
+    """The closed-loop metrics of :func:`_rollouts`' episodes, against the reference they were run with
+    (the IDM rollouts' progress, or the engine's posted-limit column)."""
+    ref = per["reference_progress"] if per["progress_reference"] == "idm" else None
+    return closed_loop_metrics(np.asarray(per["engine_metrics"]), dt, goal_reached=per["events"].get("goal_reached"),
+                               returns=per["return"], reference_progress=ref)
+
+
 def compare_policies(model_a: Any, model_b: Any, config: EngineConfig, episodes: int = 100, seed: int = 0,
-                     deterministic: bool = False, **kwargs: Any) -> dict[str, Any]:
+                     deterministic: bool = False, progress_reference: str = "idm", **kwargs: Any) -> dict[str, Any]:
     """Run ``model_a`` and ``model_b`` on the same episodes (``config`` and ``seed`` fix every world's
     scene, so episode i of A and of B start identically) and compare their closed-loop metrics pair by
     pair (:func:`terrazero_env.metrics.compare`: means, A - B and its delete-one jackknife 95% interval).
-    ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``)."""
-    res_a = evaluate(model_a, config, episodes, seed, deterministic, **kwargs)
-    res_b = evaluate(model_b, config, episodes, seed, deterministic,
+    ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``); both use ``progress_reference``."""
+    res_a = evaluate(model_a, config, episodes, seed, deterministic, progress_reference=progress_reference, **kwargs)
+    res_b = evaluate(model_b, config, episodes, seed, deterministic, progress_reference=progress_reference,
                      config_name=kwargs.get("config_name", "the config"))
     return {"a": res_a, "b": res_b, "comparison": compare(res_a["closed_loop"], res_b["closed_loop"])}
 
@@ -221,7 +248,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
               video_path: Path | None, video_dpi: int, video_fps: int,
               video_zoom: float | None = None,
               history: dict[int, list[np.ndarray]] | None = None,
-              scenes: Sequence[tuple[int, int]] | None = None) -> tuple[dict[str, Any], int, str | None]:
+              scenes: Sequence[tuple[int, int]] | None = None,
+              progress_reference: str = "limit") -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
     ``return``; ``length`` in steps; ``engine_metrics``: the slot's ``Engine.episode_metrics`` row when
     the episode ended; ``episode_id``: (round, world, agent index)), the number of rounds, and the
@@ -229,7 +257,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     snapshots (one per step, for the filmstrip of the worst episodes). ``scenes``, when given, replaces
     the derived seeds: ``(world seed, slot)`` pairs, ``W`` per round, each world reset with its seed and
     only the named slot's episode kept (the long-tail suite's qualifying scenes); ``episodes`` must be
-    their number."""
+    their number. ``progress_reference``: ``"idm"`` adds an IDM reference rollout per round
+    (:func:`_idm_reference`); ``reference_progress`` holds each episode's reference (m) either way."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
     names = list(core.COUNTER_NAMES)
@@ -240,6 +269,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     progress: list[float] = []
     returns: list[float] = []
     lengths: list[int] = []
+    references: list[float] = []
+    ref_col = list(core.EPISODE_METRIC_NAMES).index("reference_progress")
     recorder = None
     video_out = None
     horizon = int(venv.config.episode_length)
@@ -314,6 +345,14 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
         goal_col = names.index("goal_reached") if "goal_reached" in names else None
         if history is not None:
             history[rnd] = frames
+        if progress_reference == "idm":
+            # on a fork of torch's generators: the policy's sampled actions in later rounds stay those
+            # of an evaluation without the reference
+            cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+            with torch.random.fork_rng(devices=cuda):
+                reference = _idm_reference(act, venv, seeds, order, steps)
+        else:
+            reference = final_em[:, ref_col]
         for r in order:
             counters.append(final[r].copy())
             engine_rows.append(final_em[r].copy())
@@ -322,14 +361,38 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             progress.append(1.0 if reached else float(1.0 - d_end[r] / d_start[r]) if d_start[r] > 0 else 0.0)
             returns.append(float(ret[r]))
             lengths.append(int(steps[r]))
+            references.append(float(reference[r]))
         rnd += 1
     c = np.array(counters, np.int64).reshape(-1, len(names))
     per = {"events": {name: (c[:, k] > 0).tolist() for k, name in enumerate(names)},
            "counts": {name: c[:, k].tolist() for k, name in enumerate(names)},
            "progress": progress, "return": returns, "length": lengths,
            "engine_metrics": np.array(engine_rows, np.float64).reshape(-1, n_em).tolist(),
-           "episode_id": [list(t) for t in episode_ids]}
+           "episode_id": [list(t) for t in episode_ids], "progress_reference": progress_reference,
+           "reference_progress": references}
     return per, rnd, video_out
+
+
+def _idm_reference(act: Callable[[np.ndarray], np.ndarray], venv: Any, seeds: Sequence[int], order: np.ndarray,
+                   steps: np.ndarray) -> np.ndarray:
+    """Each scored slot's reference progress (m, ``[num_envs]``, 0 elsewhere): the worlds reset again
+    from ``seeds``, the slots of ``order`` handed to the IDM driver (``Engine.hand_to_idm``), the
+    others driven by ``act``, and each handed slot's progress read after ``steps[slot]`` steps (the
+    length of the policy's episode). One rollout for all worlds; its length is the longest episode."""
+    e = venv.engine
+    K, n = venv.slots_per_world, venv.num_envs
+    col = list(core.EPISODE_METRIC_NAMES).index("progress")
+    obs, _ = venv.reset(seed=list(seeds))
+    e.hand_to_idm(order // K, order % K)
+    need = np.zeros(n, np.int64)
+    need[order] = steps[order]
+    out = np.zeros(n)
+    for t in range(1, int(need.max(initial=0)) + 1):
+        obs, *_ = venv.step(np.asarray(act(np.array(obs)), np.int64).reshape(n))
+        due = np.nonzero(need == t)[0]
+        if due.size:
+            out[due] = e.episode_metrics[due, col]
+    return out
 
 
 def _worst_filmstrip(e: Any, per: dict[str, Any], score: np.ndarray, history: dict[int, list[np.ndarray]],

@@ -9,7 +9,9 @@ slot of a world reset with the scene's seed; the other controlled slots of that 
 the same policy, but are not scored), through :func:`terrazero_env.agents.evaluate._rollouts`, and
 scores every episode with the nuPlan-style closed-loop score of :mod:`terrazero_env.metrics`. The
 run's config supplies observation, reward and kinematic settings, so the policy sees the layout it
-was trained on; the family supplies map, road users and agent counts.
+was trained on; the family supplies map, road users and agent counts. Ego progress is measured
+against the IDM driver from the same start (``progress_reference="idm"``, one extra rollout per
+batch of scenes) or the posted limit (``"limit"``); see :mod:`terrazero_env.agents.evaluate`.
 """
 
 from __future__ import annotations
@@ -22,24 +24,26 @@ import torch
 
 import terrazero_env
 from terrazero_env.config import EngineConfig
-from terrazero_env.metrics import closed_loop_metrics
 from terrazero_env.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
-from .evaluate import _rollouts, check_compatible
+from .evaluate import _rollouts, check_compatible, check_progress_reference, closed_loop_from
 
 __all__ = ["evaluate_suite"]
 
 
 def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", scenes: int = 20, seed: int = 0,
                    *, families: Sequence[str] | None = None, config_name: str = "the config",
-                   on_family: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                   on_family: Callable[[dict[str, Any]], None] | None = None,
+                   progress_reference: str = "idm") -> dict[str, Any]:
     """Evaluate ``model`` (anything with SB3's ``predict``) on ``scenes`` qualifying scenes of every
     family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
     ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
     [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.suites.family_row`).
-    ``on_family`` is called with each row as soon as it is ready. Deterministic in ``seed``."""
+    ``on_family`` is called with each row as soon as it is ready; ``progress_reference``: ``"idm"`` or
+    ``"limit"``, named in the result. Deterministic in ``seed``."""
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
+    check_progress_reference(progress_reference)
     fams = get_suite(suite)
     if families is not None:
         known = [f.name for f in fams]
@@ -61,16 +65,17 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(int(seed) % (1 << 63))
                 per, _, _ = _rollouts(lambda obs: model.predict(obs, deterministic=True)[0], venv, len(found), seed,
-                                      None, 80, 10, scenes=[(s.seed, s.slot) for s in found])
+                                      None, 80, 10, scenes=[(s.seed, s.slot) for s in found],
+                                      progress_reference=progress_reference)
         finally:
             venv.close()
-        closed = closed_loop_metrics(np.asarray(per["engine_metrics"]), float(cfg.dt),
-                                     goal_reached=per["events"].get("goal_reached"), returns=per["return"])
+        closed = closed_loop_from(per, float(cfg.dt))
         row = family_row(fam, scanned, per, closed)
         rows.append(row)
         closed_all[fam.name] = {k: v.tolist() for k, v in closed.items()}
         seeds_all[fam.name] = [[s.seed, s.slot] for s in found]
         if on_family is not None:
             on_family(row)
-    return {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True, "families": rows,
+    return {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True,
+            "progress_reference": progress_reference, "families": rows,
             "mean": suite_mean(rows), "closed_loop": closed_all, "scene_seeds": seeds_all}

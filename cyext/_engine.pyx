@@ -44,7 +44,7 @@ from roadusers cimport IdmParams, idm_step, idm_draw_mode
 from lanechange cimport LaneChangeParams
 from idm_law cimport idm_accel
 from static_actors cimport StaticParams, place_static_actors
-from metrics cimport MetricParams, metric_params_default, episode_metrics_step, box_ttc, collision_type
+from metrics cimport MetricParams, metric_params_default, episode_metrics_step, handed_progress_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
 from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step
 
@@ -331,5 +331,6 @@ include "road_user_setup.pxi"
 include "scene_checks.pxi"
 include "signal_store.pxi"
 include "placement.pxi"
+include "handover.pxi"
 include "world_step.pxi"
 include "engine_state.pxi"

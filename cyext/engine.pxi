@@ -628,6 +628,20 @@ cdef class Engine:
         finally:
             self._busy = False
 
+    def hand_to_idm(self, worlds, slots, int idm_mode=0):
+        """Hand slot ``slots[j]`` of world ``worlds[j]`` (integers or equal-length 1-D integer arrays) to
+        the rule-based IDM driver (behaviour mode ``idm_mode``: 0 default, 1 assertive, 2 cautious) at its
+        agent's present pose and speed, on the lane under it. The slot is no longer valid and reads no
+        action; its ``episode_metrics`` row is cleared and then accumulates the IDM driver's steps,
+        distance, progress along the lane under it and the posted-limit reference (handover.pxi).
+        Every pair is checked before any changes: a slot without a live controlled car, truck or bus on
+        a lane raises ValueError naming it."""
+        self._enter()
+        try:
+            _hand_over_checked(self, worlds, slots, idm_mode)
+        finally:
+            self._busy = False
+
 
 cdef void* _ptr_mut(a):
     """Data pointer of a C-contiguous numpy array we own."""

@@ -312,3 +312,16 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
                                   m.sl_pts[6 * sl + 3], m.sl_pts[6 * sl + 4]):
                 row[EM_YELLOW_ENTRIES] += 1
     row[EM_STEPS] += 1
+
+
+cdef inline void handed_progress_step(float* row, const Agent* a, double dt) noexcept nogil:
+    """One step of an agent handed to the IDM driver (``Engine.hand_to_idm``): its steps, distance,
+    progress along the lane under it and the posted-limit reference, measured as
+    ``episode_metrics_step`` measures them for a controlled agent. ``a``: the agent with this step's
+    lane state (``rules.lane_state``: lane, heading residual, posted limit)."""
+    row[EM_STEPS] += 1
+    row[EM_DISTANCE] += fabs(a.speed) * dt
+    if a.lane >= 0:
+        row[EM_PROGRESS] += a.speed * cos(a.lane_heading_res) * dt
+        if a.lane_speed > 0:
+            row[EM_REF_PROGRESS] += a.lane_speed * dt

@@ -82,7 +82,7 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
 
 cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
     """Rules, reward, counters and consequences for every live controlled agent; IDM vehicles
-    only record their collisions."""
+    only record their collisions (and, when handed over from a slot, their progress)."""
     cdef Py_ssize_t base = w * e.max_agents, i
     cdef Agent* a
     for i in range(e.n_agents[w]):
@@ -90,6 +90,8 @@ cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) n
         if a.alive and a.role == ROLE_IDM:
             a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
                                   e.agent_cell, e.z_gate, 0.0)
+            if a.slot >= 0 and not over:   # a controlled agent handed to the IDM driver (handover.pxi)
+                _handed_progress(e, w, i)
         if a.alive and a.role == ROLE_CONTROLLED and not over:
             _judge(e, w, i, st)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
+from .metrics import PROGRESS_REFERENCES
 from .suites import SUITES
 from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float
 
@@ -124,6 +125,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How a table names the reference its ego progress was measured against (``--progress-reference``).
+_REFERENCE_TEXT = {"idm": "IDM driver from the same start", "limit": "posted-limit driver"}
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     import torch  # imports torch, like train
 
@@ -163,11 +168,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         try:
             out = compare_policies(model, model_b, cfg, episodes=args.episodes, seed=args.seed,
                                    deterministic=args.deterministic, config_name=f"config {source}",
-                                   filmstrip=args.filmstrip)
+                                   filmstrip=args.filmstrip, progress_reference=args.progress_reference)
         except RuntimeError as e:
             raise ValueError(str(e)) from e
         print(f"A = {zip_path}\nB = {zip_b}\nboth on {', '.join(out['a']['maps'])} (config {source}): "
-              f"{args.episodes} paired episodes, seed {args.seed}, {mode} actions")
+              f"{args.episodes} paired episodes, seed {args.seed}, {mode} actions, "
+              f"ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
         print(format_comparison(out["comparison"], "A", "B"))
         if args.chart:
             from .eval_plots import comparison_chart
@@ -179,7 +185,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             from pathlib import Path
 
             doc = {"a": str(zip_path), "b": str(zip_b), "config": source, "episodes": args.episodes,
-                   "seed": args.seed, "deterministic": args.deterministic, "comparison": out["comparison"],
+                   "seed": args.seed, "deterministic": args.deterministic,
+                   "progress_reference": args.progress_reference, "comparison": out["comparison"],
                    "closed_loop_a": out["a"]["closed_loop"], "closed_loop_b": out["b"]["closed_loop"]}
             Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
             print(f"wrote {args.json}")
@@ -187,12 +194,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                           video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}",
-                          filmstrip=args.filmstrip)
+                          filmstrip=args.filmstrip, progress_reference=args.progress_reference)
     except RuntimeError as e:
         raise ValueError(str(e)) from e
     print(f"{zip_path} on {', '.join(result['maps'])} (config {source}): {result['episodes']} episodes, "
           f"seed {result['seed']}, {mode} actions, {result['worlds']} worlds x {result['slots_per_world']} slots "
-          f"in {result['rounds']} round(s)")
+          f"in {result['rounds']} round(s); ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     print(format_table(result))
     print(format_closed_loop(result["closed_loop"]))
     for key in ("video", "filmstrip"):
@@ -218,9 +225,10 @@ def _eval_suite(args: argparse.Namespace, zip_path: Path, cfg: EngineConfig, sou
     scenes = 20 if args.scenes is None else args.scenes
     names = [f.name for f in get_suite(args.suite)]
     print(f"{zip_path} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
-          f"seed {args.seed}, deterministic actions")
+          f"seed {args.seed}, deterministic actions, ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     try:
         out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
+                             progress_reference=args.progress_reference,
                              on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} "
                                                        f"({r['scenes']} scenes of {r['scanned']} seeds)", flush=True))
     except RuntimeError as e:
@@ -345,6 +353,10 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--suite", default=None, choices=sorted(SUITES),
                     help="evaluate on a suite of scenario families instead (longtail: the eight InterPlan-like "
                          "families; see terrazero_env.suites), deterministic actions, one row per family")
+    ev.add_argument("--progress-reference", choices=PROGRESS_REFERENCES, default="idm",
+                    help="what the score's ego progress is measured against: idm (default), the IDM driver "
+                         "from the same start in the same scene (one extra rollout per round), or limit, a "
+                         "driver at the lane's posted limit (the engine's reference)")
     ev.add_argument("--scenes", type=int_in(1, 10**5), default=None,
                     help="with --suite: qualifying scenes per family (default 20)")
     ev.add_argument("--trust-pickle", action="store_true",

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CLOSED_LOOP_METRICS", "EPISODE_METRICS", "MEANS", "NOT_APPLICABLE", "RATES", "Z95", "closed_loop_metrics",
+__all__ = ["CLOSED_LOOP_METRICS", "EPISODE_METRICS", "MEANS", "NOT_APPLICABLE", "PROGRESS_REFERENCES", "RATES", "Z95", "closed_loop_metrics",
            "compare", "format_closed_loop", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
            "t_quantile", "wilson_interval"]
 
@@ -207,6 +207,13 @@ EPISODE_METRICS: tuple[str, ...] = (
 #: reference's progress; the speed-limit score runs out at 2.23 m/s of mean over-speed; driving direction
 #: gives 1 up to 2 m and 0.5 up to 6 m against the traffic.
 MIN_PROGRESS_RATIO = 0.2
+#: nuPlan's ``score_progress_threshold`` (m): against the IDM reference both progresses count as at
+#: least this much, so an ego that waits where the reference waits too scores 1, not 0/0.
+PROGRESS_FLOOR = 2.0
+#: What ego progress is measured against: "idm", the IDM driver from the same start in the same scene
+#: (a reference rollout, ``terrazero_env.agents.evaluate``), or "limit", a driver at the posted limit
+#: of the lane under the ego (the engine's ``reference_progress`` column).
+PROGRESS_REFERENCES = ("idm", "limit")
 MAX_OVERSPEED = 2.23
 WRONG_WAY_OK, WRONG_WAY_HALF = 2.0, 6.0
 #: Weights of the weighted average (nuPlan): time to collision 5, ego progress 5, speed limit 4, comfort 2.
@@ -257,19 +264,34 @@ NOT_APPLICABLE: dict[str, str] = {
 
 
 def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
-                        returns: Any = None) -> dict[str, np.ndarray]:
+                        returns: Any = None, reference_progress: Any = None) -> dict[str, np.ndarray]:
     """Per-episode closed-loop metrics from engine metric rows.
 
     ``rows``: float ``[n, len(EPISODE_METRICS)]``, one ``Engine.episode_metrics`` row per episode taken
     when it ended; ``dt``: the step (s); ``goal_reached``, ``returns``: optional per-episode outcomes
-    passed through. Returns ``{key: float64 [n]}`` for every key of :data:`CLOSED_LOOP_METRICS` (the
-    outcome keys only when given). The score follows nuPlan's closed-loop score: the product of the
-    multipliers times the weighted average of the other terms, times 100. Where ours differs: the
-    reference for ego progress is a driver at the lane's posted limit (not the logged expert or an IDM
-    driver from the same start), driving direction uses the whole episode's wrong-way distance (not a
-    1 s window), the at-fault collision multiplier does not give 0.5 for static objects, TTC counts
-    every agent ahead (nuPlan also skips agents it projects as not at fault), and red-light and stop-sign
-    compliance is an added multiplier."""
+    passed through; ``reference_progress``: optional float ``[n]``, each episode's reference progress
+    (m) from an IDM reference rollout. Returns ``{key: float64 [n]}`` for every key of
+    :data:`CLOSED_LOOP_METRICS` (the outcome keys only when given). The score follows nuPlan's
+    closed-loop score: the product of the multipliers times the weighted average of the other terms,
+    times 100.
+
+    Ego progress and making progress compare the ego's progress along the lanes it drives with a
+    reference. With ``reference_progress`` (``terrazero eval``'s default, "idm") the reference is the
+    IDM driver from the ego's start in the same scene for as many steps (nuPlan compares with the
+    logged expert from the same start), and the ratio is nuPlan's: 0 when the ego went backwards, else
+    ``min(1, max(ego, 2 m) / max(reference, 2 m))`` (:data:`PROGRESS_FLOOR`), so waiting in a queue
+    where the reference waits too is not penalized. Without it ("limit") the reference is the
+    engine's ``reference_progress`` column, a driver at the posted limit of the lane under the ego,
+    and the ratio ``ego / reference`` (1 when the reference is 0): a reference traffic can make
+    unreachable, kept as a fallback for recorded rows. Making progress needs a ratio of at least 0.2.
+
+    Where ours differs from nuPlan: the reference is an IDM driver rather than a human expert, and it
+    drives its own route over the lane graph (random successors at lane ends) rather than the ego's,
+    with progress measured along whatever lane lies under each car rather than along the expert's
+    route; driving direction uses the whole episode's wrong-way distance (not a 1 s window), the
+    at-fault collision multiplier does not give 0.5 for static objects, TTC counts every agent ahead
+    (nuPlan also skips agents it projects as not at fault), and red-light and stop-sign compliance is
+    an added multiplier."""
     r = np.asarray(rows, np.float64)
     if r.ndim != 2 or r.shape[1] != len(EPISODE_METRICS):
         raise ValueError(f"episode metric rows must be [n, {len(EPISODE_METRICS)}] (EPISODE_METRICS), got {r.shape}")
@@ -277,8 +299,16 @@ def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
         raise ValueError(f"dt must be positive, got {dt}")
     c = {name: r[:, i] for i, name in enumerate(EPISODE_METRICS)}
     duration = np.maximum(c["steps"], 1.0) * dt
-    ref = c["reference_progress"]
-    ratio = np.where(ref > 1e-6, c["progress"] / np.where(ref > 1e-6, ref, 1.0), 1.0)
+    if reference_progress is None:
+        ref = c["reference_progress"]
+        ratio = np.where(ref > 1e-6, c["progress"] / np.where(ref > 1e-6, ref, 1.0), 1.0)
+    else:
+        ref = np.asarray(reference_progress, np.float64)
+        if ref.shape != (r.shape[0],) or not np.isfinite(ref).all():
+            raise ValueError(f"reference_progress must be {r.shape[0]} finite values (one per row), got "
+                             f"shape {ref.shape}")
+        ego = c["progress"]
+        ratio = np.where(ego < 0, 0.0, np.maximum(ego, PROGRESS_FLOOR) / np.maximum(ref, PROGRESS_FLOOR))
     ww = c["wrong_way_distance"]
     out: dict[str, np.ndarray] = {
         "no_at_fault_collision": (c["at_fault_collisions"] == 0).astype(float),

@@ -1,0 +1,85 @@
+# Handing a controlled agent to the rule-based IDM driver (issue 18, item 1: ego progress relative to
+# the IDM driver from the same start), as module-level functions of _engine.pyx taking the engine.
+# ``Engine.hand_to_idm`` turns a slot's agent into an IDM vehicle (roadusers.pxd) on the lane under
+# it, from its present pose and speed; the slot stops being valid for actions but keeps its agent, and
+# ``_handed_progress`` (called from ``_judge_agents`` each step) accumulates that agent's steps,
+# distance and progress along the lane under it into the slot's ``episode_metrics`` row, measured as
+# for a controlled agent (metrics.pxd), so evaluation can compare a policy's progress with the IDM
+# driver's from the same start at no per-agent Python cost.
+
+cdef str _handover_problem(Engine e, Py_ssize_t w, Py_ssize_t k):
+    """Why slot ``k`` of world ``w`` cannot be handed to the IDM driver, or None when it can."""
+    cdef Py_ssize_t r = w * e.slots_per_world + k, i = e.slot_of[r]
+    cdef const Agent* a
+    cdef double d2, t
+    if i < 0:
+        return "holds no agent"
+    a = &e.agents[w * e.max_agents + i]
+    if not a.alive or a.role != ROLE_CONTROLLED:
+        return "holds no live controlled agent (ended, or already handed to the IDM driver)"
+    if a.cls > CLS_BUS:
+        return f"holds a {('pedestrian', 'cyclist')[a.cls - CLS_PEDESTRIAN]}; only cars, trucks and buses drive by IDM"
+    if seggrid_nearest(&e.wmap[w].lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &d2, &t) < 0:
+        return f"its agent is not on a lane (no centerline within {e.lane_max_dist} m)"
+    return None
+
+
+def _hand_over_checked(Engine e, worlds, slots, int idm_mode):
+    """``Engine.hand_to_idm``: check every (world, slot) pair, then hand them all over."""
+    w = np.atleast_1d(np.asarray(worlds))
+    k = np.atleast_1d(np.asarray(slots))
+    if w.dtype.kind not in "iu" or k.dtype.kind not in "iu" or w.ndim != 1 or w.shape != k.shape:
+        raise ValueError(f"worlds and slots must be integers or equal-length 1-D integer arrays, got "
+                         f"{w.dtype} {w.shape} and {k.dtype} {k.shape}")
+    if not 0 <= idm_mode < N_IDM_MODES:
+        raise ValueError(f"idm_mode must be 0 (default), 1 (assertive) or 2 (cautious), got {idm_mode}")
+    if w.size and (w.min() < 0 or w.max() >= e.num_worlds):
+        raise ValueError(f"worlds must lie in [0, {e.num_worlds}), got {w.tolist()}")
+    if k.size and (k.min() < 0 or k.max() >= e.slots_per_world):
+        raise ValueError(f"slots must lie in [0, {e.slots_per_world}), got {k.tolist()}")
+    if np.unique(w.astype(np.int64) * e.slots_per_world + k).size != w.size:
+        raise ValueError("hand_to_idm: a (world, slot) pair is named twice")
+    for j in range(w.size):
+        why = _handover_problem(e, int(w[j]), int(k[j]))
+        if why is not None:
+            raise ValueError(f"cannot hand slot {int(k[j])} of world {int(w[j])} to the IDM driver: {why}")
+    for j in range(w.size):
+        _hand_to_idm(e, int(w[j]), int(k[j]), idm_mode)
+
+
+cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexcept nogil:
+    """Make slot ``k``'s agent an IDM vehicle on the nearest lane (as ``set_scene`` places one), keep
+    its slot for the progress bookkeeping, and clear the slot's metric row: from now on the row holds
+    only what the IDM driver does. Checked by ``_handover_problem`` first."""
+    cdef Py_ssize_t r = w * e.slots_per_world + k, s
+    cdef Agent* a = &e.agents[w * e.max_agents + e.slot_of[r]]
+    cdef double d2, t = 0.0, dx, dy
+    cdef const double* q
+    s = seggrid_nearest(&e.wmap[w].lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &d2, &t)
+    q = e.wmap[w].lanes.seg + 6 * s
+    dx = q[3] - q[0]
+    dy = q[4] - q[1]
+    a.role = ROLE_IDM
+    a.lane = e.wmap[w].lanes.seg_row[s]
+    a.lane_s = e.wmap[w].lanes.seg_s0[s] + t * sqrt(dx * dx + dy * dy)
+    a.route_lane = -1
+    a.idm_mode = idm_mode
+    a.lc_wait = 0.0
+    a.lc_reach = 0.0
+    a.halted = 0
+    e.nact[r] = 0
+    e.valid_p[r] = 0
+    e.term[r] = 0
+    e.trunc[r] = 0
+    memset(&e.em[r * N_EPISODE_METRICS], 0, N_EPISODE_METRICS * sizeof(float))
+
+
+cdef void _handed_progress(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
+    """One step of an agent handed to the IDM driver: its lane state on a copy (the IDM vehicle keeps
+    the lane of its route in ``lane``) feeds ``handed_progress_step`` of its slot's metric row."""
+    cdef Agent probe = e.agents[w * e.max_agents + i]
+    cdef Py_ssize_t r = w * e.slots_per_world + probe.slot
+    if e.slot_of[r] != i:
+        return
+    lane_state(e.wmap[w], &probe, e.lane_max_dist, e.z_gate)
+    handed_progress_step(&e.em[r * N_EPISODE_METRICS], &probe, e.dt)
