@@ -328,7 +328,7 @@ def make_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train PPO (SMPO, V-trace, PopArt, priorities) with DPSA sampling")
     add_train_arguments(t)
     t.set_defaults(func=_cmd_train)
-    ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95% CIs")
+    ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95%% CIs")
     ev.add_argument("checkpoint", help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
                          "or a checkpoint folder holding model.zip")
     ev.add_argument("--episodes", type=int_in(1, 10**7), default=None,

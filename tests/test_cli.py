@@ -88,3 +88,14 @@ def test_render_refuses_an_unbounded_resolution_in_one_line(tmp_path, capsys, dp
     err = capsys.readouterr().err
     assert "dpi must be an integer in [10, 600]" in err and "Traceback" not in err and len(err.splitlines()) == 1
     assert not png.exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["maps", "--help"], ["maps", "build", "--help"], ["render", "--help"],
+                                  ["train", "--help"], ["eval", "--help"]])
+def test_every_help_page_prints(argv, capsys):
+    """``--help`` of the tool and of each subcommand prints its usage and exits 0 (argparse expands
+    ``%`` in help texts, so a bare percent sign would crash the page)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert "usage: terrazero" in capsys.readouterr().out
