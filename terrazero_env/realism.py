@@ -2,7 +2,7 @@
 Challenge (WOSAC, Montali et al. 2023; issue 18, item 5).
 
     from terrazero_env.realism import realism_table
-    print(format_realism(realism_table("usa_lanker", rollouts=16)))
+    print(format_realism(realism_table("usa_us101", rollouts=16)))
 
 Agents start from the logged state at the end of a history window (WOSAC: 1.1 s), a policy drives
 them for the future window (WOSAC: 8 s, clipped to what the log holds), ``rollouts`` times. For every
@@ -173,7 +173,7 @@ POLICIES: dict[str, str] = {"log": "logged replay", "constant_velocity": "consta
                             "idm": "IDM on the lane graph"}
 
 
-def realism_table(map_name: str = "usa_lanker", rollouts: int = 32, history_steps: int = 11,
+def realism_table(map_name: str = "usa_us101", rollouts: int = 32, history_steps: int = 11,
                   future_steps: int = 80, seed: int = 0,
                   policies: tuple[str, ...] = ("log", "constant_velocity", "idm"),
                   extra: dict[str, Callable[..., np.ndarray]] | None = None) -> dict[str, Any]:
@@ -234,13 +234,13 @@ def format_realism(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m terrazero_env.realism [--map usa_lanker] [--rollouts 32] [--json OUT]``: the table."""
+    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--json OUT]``: the table."""
     import argparse
     import json
     from pathlib import Path
 
     p = argparse.ArgumentParser(prog="python -m terrazero_env.realism", description=__doc__.splitlines()[0])
-    p.add_argument("--map", default="usa_lanker", help="a bundled map or .tzb with logged tracks")
+    p.add_argument("--map", default="usa_us101", help="a bundled map or .tzb with logged tracks")
     p.add_argument("--rollouts", type=int, default=32)
     p.add_argument("--history-steps", type=int, default=11, help="logged steps before the start (WOSAC: 11)")
     p.add_argument("--future-steps", type=int, default=80, help="steps driven (WOSAC: 80; clipped to the log)")

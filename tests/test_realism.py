@@ -1,5 +1,6 @@
-"""WOSAC-style realism (terrazero_env.realism) on the bundled logged scenario usa_lanker: the logged
-replay reaches the largest likelihood the smoothed histograms allow, and the baselines score below it."""
+"""WOSAC-style realism (terrazero_env.realism) on the bundled logged scenario usa_us101 (12.9 s of
+NGSIM tracks) with WOSAC's window, 1.1 s of history and 8 s driven: the logged replay reaches the
+largest likelihood the smoothed histograms allow, and the baselines score below it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from terrazero_env.realism import ALPHA, BINS, WEIGHTS, format_realism, realism_
 
 @pytest.fixture(scope="module")
 def table():
-    return realism_table("usa_lanker", rollouts=4, history_steps=5, future_steps=80)
+    return realism_table("usa_us101", rollouts=4, history_steps=11, future_steps=80)
 
 
 def test_logged_replay_scores_the_maximum_realism_on_its_own_scenario(table) -> None:
@@ -33,7 +34,7 @@ def test_constant_velocity_and_idm_score_below_the_logged_replay(table) -> None:
         pol = table["policies"][name]
         assert pol["meta"] < log["meta"]
         assert pol["linear_acceleration"] < log["linear_acceleration"]
-    assert table["future_s"] == pytest.approx(1.1)   # the bundled log holds 1.6 s: 0.5 s history + 1.1 s
+    assert table["future_s"] == pytest.approx(8.0) and table["history_s"] == pytest.approx(1.1)
     assert "meta" in format_realism(table)
 
 
@@ -41,6 +42,6 @@ def test_unknown_policy_and_short_log_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown realism policy"):
         realism_table("usa_lanker", rollouts=2, history_steps=5, policies=("replay",))
     with pytest.raises(ValueError, match="fewer than history"):
-        realism_table("usa_lanker", rollouts=2, history_steps=40)
+        realism_table("usa_lanker", rollouts=2, history_steps=40)   # its log holds 1.6 s
     with pytest.raises(ValueError, match="no logged tracks"):
         realism_table("grid_town", rollouts=2)
