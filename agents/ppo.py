@@ -18,8 +18,10 @@ minibatches, PopArt statistics updated once per rollout, and minibatches of traj
 by priority. Defaults follow table 14.
 
 Given a Gymnasium vector env (the native env, DPSA, SGR), rollouts are collected on the array-only
-path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into observation storage on the
-training device; ``array_path=False`` goes through the SB3 adapter instead, with the same results.
+path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into storage on the training
+device; ``array_path=False`` goes through the SB3 adapter instead, with the same results. Every
+per-step field of the rollout lives on that device, and advantages, value targets, PopArt moments
+and priority draws are computed there (:mod:`terrazero_env.agents.targets`).
 """
 
 from __future__ import annotations
