@@ -2,7 +2,8 @@
 section III): masked GAE, V-trace, the SMPO-masked PPO loss, PopArt and prioritized segment sampling.
 
 Arrays are laid out ``[T, N]`` (time, env). Every function accepts NumPy arrays or torch tensors and
-returns the same kind. The conventions of :func:`masked_gae` and :func:`vtrace_gae`:
+returns the same kind. The trainer runs the batched torch versions of :mod:`terrazero_env.agents.targets`
+on its device; these are their references. The conventions of :func:`masked_gae` and :func:`vtrace_gae`:
 
 * ``values[t]`` = V(s_t); ``next_values[t]`` = V(s_{t+1}) of the same episode: V(s_final) at a
   truncation, V of the state after the rollout at ``t = T - 1``;

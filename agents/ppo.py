@@ -18,8 +18,10 @@ minibatches, PopArt statistics updated once per rollout, and minibatches of traj
 by priority. Defaults follow table 14.
 
 Given a Gymnasium vector env (the native env, DPSA, SGR), rollouts are collected on the array-only
-path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into observation storage on the
-training device; ``array_path=False`` goes through the SB3 adapter instead, with the same results.
+path of :mod:`terrazero_env.agents.collect` (no per-slot info dicts) into storage on the training
+device; ``array_path=False`` goes through the SB3 adapter instead, with the same results. Every
+per-step field of the rollout lives on that device, and advantages, value targets, PopArt moments
+and priority draws are computed there (:mod:`terrazero_env.agents.targets`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.utils import LinearSchedule, explained_variance, obs_as_tensor
+from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
-from . import losses
+from . import losses, targets
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DeepSetsPolicy, layout_from_env
@@ -58,7 +60,7 @@ POPART_SCHEDULES = ("sample", "epoch")
 
 class MaskedRolloutSamples(NamedTuple):
     """One minibatch: SB3's fields plus the validity mask, importance weights (None: uniform) and the
-    flat buffer indices of the samples."""
+    flat buffer indices of the samples (a tensor on the buffer's device)."""
 
     observations: torch.Tensor
     actions: torch.Tensor
@@ -68,13 +70,25 @@ class MaskedRolloutSamples(NamedTuple):
     returns: torch.Tensor
     valid: torch.Tensor
     weights: torch.Tensor | None
-    indices: np.ndarray
+    indices: torch.Tensor
+
+
+#: The per-step ``[T, N]`` fields of :class:`MaskedRolloutBuffer` and their dtypes (torch tensors on
+#: the training device).
+_STEP_FIELDS = {"valid": torch.bool, "terminated": torch.bool, "dones": torch.bool, "final_values": torch.float32,
+                "next_values": torch.float32, "log_rhos": torch.float32, "rewards": torch.float32,
+                "returns": torch.float32, "episode_starts": torch.float32, "values": torch.float32,
+                "log_probs": torch.float32, "advantages": torch.float32}
 
 
 class MaskedRolloutBuffer(RolloutBuffer):
     """SB3's rollout buffer plus, per step ``[T, N]``: ``valid``, ``terminated`` (true terminal),
     ``dones`` (any episode end), ``final_values`` (V(s_final) at truncations), ``next_values`` and the
     current ``log_rhos`` (log pi - log mu) for V-trace. ``log_probs`` are the behaviour log-probabilities.
+
+    Every field is a torch tensor on the training device, observations included (issue 17, point 2):
+    advantages, value targets, PopArt moments and priorities are computed there
+    (:mod:`terrazero_env.agents.targets`), and minibatches are gathered there.
 
     Flat sample index ``i`` is step ``i % T`` of env ``i // T`` (SB3's ``swap_and_flatten`` order),
     so a trajectory segment of ``segment_length`` steps is a contiguous index range.
@@ -92,121 +106,113 @@ class MaskedRolloutBuffer(RolloutBuffer):
 
     def reset(self) -> None:
         shape = (self.buffer_size, self.n_envs)
-        self.valid = np.ones(shape, dtype=bool)
-        self.terminated = np.zeros(shape, dtype=bool)
-        self.dones = np.zeros(shape, dtype=bool)
-        self.final_values = np.zeros(shape, dtype=np.float32)
-        self.next_values = np.zeros(shape, dtype=np.float32)
-        self.log_rhos = np.zeros(shape, dtype=np.float32)
-        # Observations live on the training device, allocated once (issue 17, point 2); the
-        # per-step scalars stay small NumPy arrays for the NumPy GAE / V-trace functions.
-        # float16 observations (``obs.dtype: float16``, section 3.1) stay float16 on the device; the
-        # policy casts them to float32 (SB3's ``preprocess_obs``).
-        if getattr(self, "observations", None) is None or not isinstance(self.observations, torch.Tensor):
+        # Allocated once on the training device and cleared in place at every rollout. float16
+        # observations (``obs.dtype: float16``, section 3.1) stay float16 on the device; the policy
+        # casts them to float32 (SB3's ``preprocess_obs``).
+        if not isinstance(getattr(self, "observations", None), torch.Tensor):
             dtype = torch.float16 if self.observation_space.dtype == np.float16 else torch.float32
             self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=dtype,
                                             device=self.device)
-        self.actions = np.zeros((self.buffer_size, self.n_envs, self.action_dim), dtype=self.action_space.dtype)
-        for name in ("rewards", "returns", "episode_starts", "values", "log_probs", "advantages"):
-            setattr(self, name, np.zeros(shape, dtype=np.float32))
+            self.actions = torch.zeros((*shape, self.action_dim), dtype=torch.float32, device=self.device)
+        self.actions.zero_()
+        for name, dtype in _STEP_FIELDS.items():
+            setattr(self, name, torch.zeros(shape, dtype=dtype, device=self.device))
+        self.valid.fill_(True)
         self.generator_ready = False
         self.pos, self.full = 0, False
 
-    def add(self, obs: np.ndarray | None, action: np.ndarray, reward: np.ndarray, episode_start: np.ndarray,
-            value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
+    def _put(self, name: str, value: Any) -> None:
+        """``self.<name>[pos] = value`` (an array or a tensor on any device), without a host round trip."""
+        row = getattr(self, name)[self.pos]
+        row.copy_(torch.as_tensor(value).reshape(row.shape))
+
+    def add(self, obs: np.ndarray | None, action: np.ndarray | torch.Tensor, reward: np.ndarray,
+            episode_start: np.ndarray, value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
             terminated: np.ndarray | None = None, dones: np.ndarray | None = None,
-            final_values: np.ndarray | None = None) -> None:
+            final_values: np.ndarray | torch.Tensor | None = None) -> None:
         """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final).
         ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there)."""
         if valid is not None:
-            self.valid[self.pos] = valid
+            self._put("valid", valid)
         if dones is not None:
-            self.dones[self.pos] = dones
-            self.terminated[self.pos] = dones if terminated is None else terminated
+            self._put("dones", dones)
+            self._put("terminated", dones if terminated is None else terminated)
         if final_values is not None:
-            self.final_values[self.pos] = final_values
+            self._put("final_values", final_values)
         if obs is not None:
-            self.observations[self.pos].copy_(torch.as_tensor(np.asarray(obs)).reshape(self.n_envs, *self.obs_shape))
-        self.actions[self.pos] = np.asarray(action).reshape((self.n_envs, self.action_dim))
-        self.rewards[self.pos] = np.asarray(reward)
-        self.episode_starts[self.pos] = np.asarray(episode_start)
-        self.values[self.pos] = value.clone().cpu().numpy().flatten()
-        self.log_probs[self.pos] = log_prob.clone().cpu().numpy().reshape(-1)
+            self._put("observations", np.asarray(obs))
+        self._put("actions", action)
+        self._put("rewards", reward)
+        self._put("episode_starts", episode_start)
+        self._put("values", value.detach())
+        self._put("log_probs", log_prob.detach())
         self.pos += 1
         if self.pos == self.buffer_size:
             self.full = True
 
     def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
         """Fill ``next_values`` (V(s_{t+1}), V(s_final) at truncations, 0 at terminals) and compute the
-        masked GAE. A valid step followed by padding ends its trace."""
-        last = last_values.clone().cpu().numpy().flatten()
-        self.next_values[:-1] = self.values[1:]
-        self.next_values[-1] = last
-        truncated = self.dones & ~self.terminated
-        self.next_values[truncated] = self.final_values[truncated]
-        self.next_values[self.terminated] = 0.0
+        masked GAE on the device. A valid step followed by padding ends its trace."""
+        nxt = torch.cat([self.values[1:], last_values.detach().reshape(1, -1).to(self.values)])
+        nxt = torch.where(self.dones & ~self.terminated, self.final_values, nxt)
+        self.next_values = nxt.masked_fill(self.terminated, 0.0)
         self.dones[:-1] |= ~self.valid[1:]
-        self.log_rhos[:] = 0.0
-        self.advantages, self.returns = losses.masked_gae(
+        self.log_rhos.zero_()
+        self.advantages, self.returns = targets.masked_gae(
             self.rewards, self.values, self.next_values, self.terminated, self.dones, self.valid,
             self.gamma, self.gae_lambda)
 
     def recompute_vtrace(self, rho_bar: float, c_bar: float) -> None:
-        """Advantages and value targets from the stored ``log_rhos`` (V-trace, :func:`losses.vtrace_gae`)."""
-        self.advantages, self.returns = losses.vtrace_gae(
+        """Advantages and value targets from the stored ``log_rhos`` (V-trace, :func:`targets.vtrace_gae`)."""
+        self.advantages, self.returns = targets.vtrace_gae(
             self.log_rhos, self.rewards, self.values, self.next_values, self.terminated, self.dones,
             self.valid, self.gamma, self.gae_lambda, rho_bar, c_bar)
 
-    def store_log_rhos(self, indices: np.ndarray, log_rhos: np.ndarray) -> None:
+    def store_log_rhos(self, indices: np.ndarray | torch.Tensor, log_rhos: np.ndarray | torch.Tensor) -> None:
         """Record log pi - log mu of the samples at flat ``indices``."""
-        self.log_rhos[indices % self.buffer_size, indices // self.buffer_size] = log_rhos
+        idx = torch.as_tensor(indices, device=self.device)
+        self.log_rhos[idx % self.buffer_size, torch.div(idx, self.buffer_size, rounding_mode="floor")] = \
+            torch.as_tensor(log_rhos, device=self.device).detach().to(self.log_rhos.dtype)
 
-    def _flat(self, x: np.ndarray) -> np.ndarray:
-        return x.swapaxes(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
+    def _flat(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
 
-    def _samples(self, indices: np.ndarray, weights: np.ndarray | None = None) -> MaskedRolloutSamples:
+    def _samples(self, indices: np.ndarray | torch.Tensor,
+                 weights: torch.Tensor | None = None) -> MaskedRolloutSamples:
         # Flat index i is step i % T of env i // T: gathered from the [T, N, ...] storage on the device.
         idx = torch.as_tensor(indices, device=self.device)
-        observations = self.observations[idx % self.buffer_size, torch.div(idx, self.buffer_size,
-                                                                           rounding_mode="floor")]
-        actions = self._flat(self.actions)[indices]
+        t, n = idx % self.buffer_size, torch.div(idx, self.buffer_size, rounding_mode="floor")
         return MaskedRolloutSamples(
-            observations=observations,
-            actions=self.to_torch(actions.astype(np.float32, copy=False)),
-            old_values=self.to_torch(self._flat(self.values)[indices]),
-            old_log_prob=self.to_torch(self._flat(self.log_probs)[indices]),
-            advantages=self.to_torch(self._flat(self.advantages)[indices]),
-            returns=self.to_torch(self._flat(self.returns)[indices]),
-            valid=self.to_torch(self._flat(self.valid)[indices]).bool(),
-            weights=None if weights is None else self.to_torch(weights.astype(np.float32)),
-            indices=indices)
+            observations=self.observations[t, n], actions=self.actions[t, n], old_values=self.values[t, n],
+            old_log_prob=self.log_probs[t, n], advantages=self.advantages[t, n], returns=self.returns[t, n],
+            valid=self.valid[t, n], weights=None if weights is None else weights.to(torch.float32), indices=idx)
 
     def get(self, batch_size: int | None = None) -> Generator[MaskedRolloutSamples, None, None]:  # type: ignore[override]
         """Minibatches of a random permutation of the whole rollout (the same draws as SB3's ``get``)."""
         assert self.full, "the rollout buffer is not full"
         total = self.buffer_size * self.n_envs
-        indices = np.random.permutation(total)
+        indices = torch.as_tensor(np.random.permutation(total), device=self.device)
         batch_size = total if batch_size is None else batch_size
         for start in range(0, total, batch_size):
             yield self._samples(indices[start:start + batch_size])
 
     def get_prioritized(self, batch_size: int, num_minibatches: int, alpha: float, beta: float,
                         sync: Sync | None = None) -> Generator[MaskedRolloutSamples, None, None]:
-        """``num_minibatches`` minibatches of ``batch_size // segment_length`` segments each, drawn with
-        replacement with p_i ∝ (sum_t |A_i,t|)^alpha, with importance weights (N p_i)^-beta / max.
-        With data-parallel ``sync``, N and the maximum are taken over every rank's segments."""
+        """``num_minibatches`` minibatches of ``batch_size // segment_length`` segments each, drawn on the
+        device with replacement with p_i ∝ (sum_t |A_i,t|)^alpha, with importance weights
+        (N p_i)^-beta / max. With data-parallel ``sync``, N and the maximum are taken over every
+        rank's segments (two scalars cross the host)."""
         assert self.full, "the rollout buffer is not full"
         sync = sync or Sync.local()
         length = self.segment_length
-        segments = self._flat(self.advantages).reshape(-1, length)
-        probs = losses.segment_priorities(segments, alpha)
+        probs = targets.segment_priorities(self._flat(self.advantages).reshape(-1, length), alpha)
         n_all = int(sync.sum([probs.shape[0]])[0])
-        w_max = float(sync.max([losses.priority_weight_max(probs, beta, n_all, sync.world_size)])[0])
-        steps = np.arange(length)
+        w_max = float(sync.max(targets.priority_weight_max(probs, beta, n_all, sync.world_size).reshape(1))[0])
+        steps = torch.arange(length, device=self.device)
         for _ in range(num_minibatches):
-            drawn = losses.sample_segments(probs, batch_size // length)
-            weights = losses.priority_weights(probs, drawn, beta, n_all, sync.world_size, w_max)
-            yield self._samples((drawn[:, None] * length + steps).reshape(-1), np.repeat(weights, length))
+            drawn = targets.sample_segments(probs, batch_size // length)
+            weights = targets.priority_weights(probs, drawn, beta, n_all, sync.world_size, w_max)
+            yield self._samples((drawn[:, None] * length + steps).reshape(-1), weights.repeat_interleave(length))
 
 
 class PPO(SB3PPO):
@@ -326,8 +332,7 @@ class PPO(SB3PPO):
         or once per epoch with the bias-corrected decay per update (``"epoch"``)."""
         buf = self.rollout_buffer
         head = self.policy.value_net
-        targets = buf.returns[buf.valid].astype(np.float64)
-        stats = self.sync.sum([targets.size, targets.sum(), (targets * targets).sum()])
+        stats = self.sync.sum(targets.target_moments(buf.returns, buf.valid))  # three scalars to the host
         step = None
         if self.popart_schedule == "epoch" and stats[0] > 0:
             self.popart_updates += 1
@@ -378,13 +383,13 @@ class PPO(SB3PPO):
             valid = np.array([bool(info.get("valid", True)) for info in infos])
             truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False))
                                           and info.get("terminal_observation") is not None for info in infos])
-            final_values = np.zeros(env.num_envs, dtype=np.float32)
+            final_values = torch.zeros(env.num_envs, device=self.device)
             if truncated.any():
                 ids = np.flatnonzero(truncated)
                 final_obs = np.stack([infos[i]["terminal_observation"] for i in ids])
                 with torch.no_grad():
                     v = self.denormalize_values(self.policy.predict_values(obs_as_tensor(final_obs, self.device)))
-                final_values[ids] = v.cpu().numpy().reshape(-1)
+                final_values[torch.as_tensor(ids, device=self.device)] = v.reshape(-1)
             rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts,
                                self.denormalize_values(values), log_probs, valid=valid,
                                terminated=dones & ~truncated, dones=dones, final_values=final_values)
@@ -415,13 +420,13 @@ class PPO(SB3PPO):
         stage.copy_into(buf.observations[0], self._last_obs)
         next_obs = torch.empty_like(buf.observations[0])
         callback.on_rollout_start()
-        discrete = isinstance(self.action_space, spaces.Discrete)
         ones = np.ones(n, bool)
         n_steps = 0
         while n_steps < n_rollout_steps:
             obs_t = buf.observations[n_steps]
             with torch.no_grad():
                 actions, values, log_probs = self.policy(obs_t)
+            actions_dev = actions
             actions = actions.cpu().numpy()
             clipped = actions
             if isinstance(self.action_space, spaces.Box):
@@ -439,15 +444,15 @@ class PPO(SB3PPO):
             tally.step(rewards, dones, valid, info)
             n_steps += 1
             truncated = dones & ~terminated
-            final_values = np.zeros(n, dtype=np.float32)
+            final_values = torch.zeros(n, device=self.device)
             if truncated.any():
                 ids = np.flatnonzero(truncated)
                 final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device,
                                             dtype=buf.observations.dtype)
                 with torch.no_grad():
                     v = self.denormalize_values(self.policy.predict_values(final_obs))
-                final_values[ids] = v.cpu().numpy().reshape(-1)
-            buf.add(None, actions.reshape(-1, 1) if discrete else actions, rewards, self._last_episode_starts,
+                final_values[torch.as_tensor(ids, device=self.device)] = v.reshape(-1)
+            buf.add(None, actions_dev, rewards, self._last_episode_starts,
                     self.denormalize_values(values), log_probs, valid=valid, terminated=terminated, dones=dones,
                     final_values=final_values)
             stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
@@ -491,20 +496,20 @@ class PPO(SB3PPO):
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = actions.long().flatten()
                 values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
-                targets = batch.returns
+                value_targets = batch.returns
                 if self.popart:
-                    targets = (targets - self.popart_mean) / self.popart_sigma
+                    value_targets = (value_targets - self.popart_mean) / self.popart_sigma
                 num_valid, adv_stats, normalize = None, None, self.normalize_advantage
                 if self.sync.distributed:  # one global count and advantage scale over every rank
                     agg = self.sync.sum(losses.moments(batch.advantages, batch.valid))
                     num_valid, normalize = float(agg[0]), normalize and agg[0] >= 2
                     adv_stats = losses.mean_std_from_moments(agg) if normalize else None
                 loss, stats = losses.masked_ppo_loss(
-                    log_prob, batch.old_log_prob, batch.advantages, values.flatten(), targets, entropy,
+                    log_prob, batch.old_log_prob, batch.advantages, values.flatten(), value_targets, entropy,
                     batch.valid, clip_range, self.ent_coef, self.vf_coef, batch.weights, normalize,
                     num_valid=num_valid, adv_stats=adv_stats)
                 if self.vtrace:
-                    buf.store_log_rhos(batch.indices, (log_prob - batch.old_log_prob).detach().cpu().numpy())
+                    buf.store_log_rhos(batch.indices, (log_prob - batch.old_log_prob).detach())
                 if self.sync.distributed:  # the losses are already global sums; the KL is averaged
                     n_local = float(batch.valid.sum())
                     kl = self.sync.sum([stats["approx_kl"] * n_local, n_local])
@@ -533,9 +538,8 @@ class PPO(SB3PPO):
             if logs[key]:
                 name = "policy_gradient_loss" if key == "policy_loss" else key
                 self.logger.record(f"train/{name}", float(np.mean(logs[key])))
-        self.logger.record("train/explained_variance",
-                           float(explained_variance(buf.values[buf.valid], buf.returns[buf.valid])))
-        self.logger.record("train/valid_fraction", float(buf.valid.mean()))
+        self.logger.record("train/explained_variance", targets.explained_variance(buf.values, buf.returns, buf.valid))
+        self.logger.record("train/valid_fraction", float(buf.valid.float().mean()))
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/clip_range", clip_range)
         if self.popart:

@@ -39,7 +39,7 @@ def main(out: str) -> None:
     assert whole.collect_rollouts(whole.env, cb, whole.rollout_buffer, whole.n_steps)
     src = whole.rollout_buffer
     # Padding (as DPSA's virtual continuation produces) in a third of the steps, garbage rewards in it.
-    pad = np.random.default_rng(1).random(src.valid.shape) < 0.3
+    pad = torch.as_tensor(np.random.default_rng(1).random(tuple(src.valid.shape)) < 0.3)
     src.valid &= ~pad
     src.rewards[pad] = 1e3
     src.dones[:-1] |= ~src.valid[1:]
@@ -52,7 +52,7 @@ def main(out: str) -> None:
     n = part.n_envs
     cols = slice(sync.rank * n, (sync.rank + 1) * n)
     dst = part.rollout_buffer
-    for name, value in vars(src).items():  # NumPy per-step arrays and the observation tensor
+    for name, value in vars(src).items():  # the per-step tensors, observations included
         if (isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim >= 2
                 and tuple(value.shape[:2]) == (src.buffer_size, src.n_envs)):
             setattr(dst, name, value[:, cols].clone() if isinstance(value, torch.Tensor) else value[:, cols].copy())
@@ -63,8 +63,8 @@ def main(out: str) -> None:
                 "whole": {k: v.clone() for k, v in whole.policy.state_dict().items()},
                 "popart_part": (part.popart_mean, part.popart_sq_mean),
                 "popart_whole": (whole.popart_mean, whole.popart_sq_mean),
-                "valid": float(src.valid.mean()),
-                "targets": src.returns[src.valid].astype(np.float64)}),
+                "valid": float(src.valid.float().mean()),
+                "targets": src.returns[src.valid].double().numpy()}),
                Path(out) / f"rank{sync.rank}.pt")
     shutdown()
 
