@@ -90,7 +90,7 @@ class TrainSettings:
     """Scenarios to train on instead of the config's ``maps``: a dataset manifest file, the name of a
     bundled one (``bundled``), a folder or a glob of ``.tzb`` files; relative paths are relative to the
     working directory and recorded absolute. Every world reset draws one, balanced over the dataset's
-    (region, type) groups (None: the config's maps)."""
+    (region, type) groups (None: the config's maps; ours)."""
     ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})
     """:data:`PPO_KEYS` arguments of :class:`~terrazero_env.agents.PPO`; unset keys take PPO's defaults
     (table 14). ``n_steps`` is recorded explicitly: PPO's own default (``agents.ppo.N_STEPS``, ours;
