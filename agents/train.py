@@ -12,7 +12,9 @@ SIGTERM saves a checkpoint at the next update boundary and ends the run cleanly 
 stops at once).
 
 Settings come from the preset's ``train:`` section, then keyword arguments, then ``train.*``
-overrides; see :data:`TRAIN_DEFAULTS` and :data:`PPO_KEYS`.
+overrides; see :data:`TRAIN_DEFAULTS` and :data:`PPO_KEYS`. ``dataset`` (``--dataset MANIFEST``, or
+``dataset:`` in a config's ``train:`` section) trains on a :class:`~terrazero_env.maps.Dataset`:
+every world reset draws its scenario, balanced over the dataset's (region, type) groups.
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ class TrainSettings:
     torch_threads: int | None = None
     """Torch CPU threads per rank; None: torch's default in one process, the cores divided among
     the ranks under torchrun. A small policy trains fastest on one thread (the engine runs beside it) (ours)."""
+    dataset: str | None = None
+    """Scenarios to train on instead of the config's ``maps``: a dataset manifest file, the name of a
+    bundled one (``bundled``), a folder or a glob of ``.tzb`` files; relative paths are relative to the
+    working directory and recorded absolute. Every world reset draws one, balanced over the dataset's
+    (region, type) groups (None: the config's maps; ours)."""
     ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})
     """:data:`PPO_KEYS` arguments of :class:`~terrazero_env.agents.PPO`; unset keys take PPO's defaults
     (table 14). ``n_steps`` is recorded explicitly: PPO's own default (``agents.ppo.N_STEPS``, ours;
@@ -99,6 +106,8 @@ class TrainSettings:
         check_bool("train.lr_anneal", self.lr_anneal)
         if self.torch_threads is not None:
             check_int("train.torch_threads", self.torch_threads, 1)
+        if self.dataset is not None and not (isinstance(self.dataset, str) and self.dataset):
+            raise ValueError(f"train.dataset: a manifest path or bundled dataset name, got {self.dataset!r}")
         if not isinstance(self.policy, dict):
             raise ValueError(f"train.policy: a mapping of DeepSetsPolicy arguments, got {self.policy!r}")
         unknown = set(self.ppo) - PPO_KEYS
@@ -147,9 +156,10 @@ def _split_overrides(overrides: dict[str, Any] | None) -> tuple[dict[str, Any], 
 
 
 def _make_env(cfg: Any, settings: TrainSettings) -> Any:
+    ds = None if settings.dataset is None else terrazero_env.maps.Dataset(settings.dataset)
     if settings.sampler == "autoreset":
-        return SamplingStats(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep"))
-    base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
+        return SamplingStats(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep", dataset=ds))
+    base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled", dataset=ds)
     if settings.sampler == "sgr":
         return SGR(base, horizon=cfg.episode_length)
     return DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length)
@@ -347,6 +357,8 @@ def _resolve(preset: str, out: Path, resume: bool, overrides: dict[str, Any] | N
     d.update({k: v for k, v in explicit.items() if v is not None})
     d.update(train_over)
     d["preset"] = str(preset)
+    if isinstance(d.get("dataset"), str) and os.path.exists(d["dataset"]):  # a resume may run elsewhere
+        d["dataset"] = str(Path(d["dataset"]).resolve())
     return cfg, TrainSettings.from_mapping(d)
 
 
@@ -355,16 +367,17 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
           num_worlds: int | None = None, n_steps: int | None = None, full_policy: bool = False,
           checkpoint_every: int | None = None, resume: bool = False, device: str = "auto",
           torch_threads: int | None = None, overrides: dict[str, Any] | None = None, progress: str = "auto",
-          tensorboard: bool = True, _stop_after: int | None = None) -> Path:
+          tensorboard: bool = True, dataset: str | None = None, _stop_after: int | None = None) -> Path:
     """Train (or, with ``resume=True``, continue the run in ``out``) and return the final
     ``checkpoint.zip``. Under ``torchrun`` every rank calls this; rank 0 writes the shared files.
 
     ``overrides``: dotted engine-config names (``{"rewards.collision": [0, 3]}``) and ``train.X``
-    trainer settings. Bad settings and missing maps raise before any work, naming the field or file.
+    trainer settings. ``dataset``: see :attr:`TrainSettings.dataset`. Bad settings, missing maps and
+    a dataset naming a missing or corrupt file raise before any work, naming the field or file.
     """
     out = Path(out)
     explicit = {"total_steps": total_steps, "seed": seed, "sampler": sampler, "threshold": threshold,
-                "checkpoint_every": checkpoint_every, "torch_threads": torch_threads}
+                "checkpoint_every": checkpoint_every, "torch_threads": torch_threads, "dataset": dataset}
     if n_steps is not None:
         explicit["n_steps"] = n_steps
     if full_policy:
@@ -374,6 +387,12 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
         cfg = cfg.with_overrides(num_worlds=num_worlds)
     for src in cfg.maps:  # a missing map stops before any work
         terrazero_env.maps.load_source(src)
+    if settings.dataset is not None:  # so does a dataset naming a missing or corrupt file
+        dataset_info = terrazero_env.maps.Dataset(settings.dataset)
+        dataset_info.check()
+        where = f"dataset {settings.dataset} ({len(dataset_info)} scenarios, {len(dataset_info.groups)} groups)"
+    else:
+        where = ", ".join(cfg.maps)
 
     sync, dev = init_from_environment(device)
     torch_threads = settings.torch_threads
@@ -406,7 +425,7 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     if sync.is_main:
         what = f"resuming {out} at iteration {iteration}, {done_global:,} agent steps" if resume else "training"
         print(f"{what}: {sync.world_size} rank(s) x {cfg.num_worlds} worlds x {cfg.slots_per_world} slots on "
-              f"{', '.join(cfg.maps)} ({dev.type}); policy {n_params:,} parameters; {settings.sampler} sampling; "
+              f"{where} ({dev.type}); policy {n_params:,} parameters; {settings.sampler} sampling; "
               f"{settings.total_steps:,} agent steps", flush=True)
     run = _Run(out, settings, sync, model, display)
     loop = _Loop(run, iteration, done_global, seconds)
@@ -453,7 +472,7 @@ def train_from_args(args: argparse.Namespace) -> Path:
                  sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
                  full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
                  device=args.device, torch_threads=args.torch_threads, overrides=overrides,
-                 progress=args.progress, tensorboard=not args.no_tensorboard)
+                 progress=args.progress, tensorboard=not args.no_tensorboard, dataset=args.dataset)
 
 
 class _StopAfter(BaseCallback):

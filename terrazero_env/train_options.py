@@ -64,6 +64,9 @@ def add_train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--preset", default="quick", help="bundled preset (quick, planner, sim_agent)")
     t.add_argument("--config", default=None, help="a YAML config file (engine config and optional train: section) "
                                                   "instead of a preset")
+    t.add_argument("--dataset", default=None, metavar="MANIFEST",
+                   help="train on a scenario dataset: a manifest file (or 'bundled', the shipped one), a folder "
+                        "or a glob of .tzb files; every world reset draws a scenario, balanced over its groups")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted override, e.g. --set rewards.collision=[0,3] or --set train.ent_coef=0.005")
     t.add_argument("--total-steps", type=int_in(1, 10**12), default=None,

@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode
 
 from ..config import EngineConfig
 from ..config_io import load_config
+from ..maps import Dataset
 from .conventions import EnvClosedError, check_overrides
 from .multi import ParallelDriveEnv, aec_env, parallel_env
 from .single import DriveEnv
@@ -38,19 +39,23 @@ def make_vec(num_worlds: int | None = None, preset: str | EngineConfig | None = 
     forkserver on Linux, else spawn). Scripts that build such an env need the
     ``if __name__ == "__main__":`` guard, and ``close()`` stops the workers.
 
-    ``dataset``: a ``terrazero_env.maps.Dataset`` from which every world reset draws its scenario
-    (in-process engine only)."""
+    ``dataset``: a ``terrazero_env.maps.Dataset`` (or a manifest path or bundled dataset name) from
+    which every world reset draws its scenario, balanced over its groups, from the world's seed; with
+    workers, each worker builds the road maps of its worlds' scenarios, and the rollout (scenarios
+    included) is the one of ``num_workers=1``."""
     check_overrides("make_vec", overrides)
     cfg = load_config(preset, **overrides)
     if num_worlds is not None:
         cfg = cfg.with_overrides(num_worlds=int(num_worlds))
     engine = None
-    if dataset is not None and num_workers > 1:
-        raise ValueError("a dataset of scenarios needs num_workers=1 (workers hold fixed maps)")
+    if dataset is not None and not isinstance(dataset, Dataset):
+        dataset = Dataset(dataset)
     if num_workers > 1:
         from .workers import MultiProcessEngine
 
-        engine = MultiProcessEngine(cfg, num_workers, num_threads=num_threads, context=worker_context)
+        # With a dataset, every world starts on its first scenario (as in process) until a reset draws one.
+        engine = MultiProcessEngine(cfg, num_workers, num_threads=num_threads, context=worker_context,
+                                    maps=None if dataset is None else [dataset[0]], dataset=dataset)
     return TerraZeroVectorEnv(cfg, autoreset_mode=autoreset_mode, num_threads=num_threads, render_mode=render_mode,
                               engine=engine, dataset=dataset)
 

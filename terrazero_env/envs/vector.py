@@ -111,6 +111,8 @@ class TerraZeroVectorEnv(VectorEnv):
             engine = core.Engine(config, maps=[dataset[0]], num_threads=num_threads)
         self.engine = engine if engine is not None else core.Engine(config, num_threads=num_threads)
         e = self.engine
+        #: With a dataset, the scenario (dataset index) each world was last reset on; -1 before.
+        self.world_scenario = np.full(e.num_worlds, -1, np.int64)
         self.num_worlds = e.num_worlds
         self.slots_per_world = e.slots_per_world
         self.num_envs = e.num_worlds * e.slots_per_world
@@ -180,11 +182,16 @@ class TerraZeroVectorEnv(VectorEnv):
         return self.engine.observations, {"valid": self._valid.copy()}
 
     def _draw_maps(self, ids: np.ndarray, seeds: np.ndarray) -> None:
-        """With a dataset, each reset world draws its scenario from the world's own seed."""
+        """With a dataset, each reset world draws its scenario from the world's own seed (so the
+        draw does not depend on where the world runs: in this process or a worker)."""
         if self.dataset is None or ids.size == 0:
             return
-        picks = [self.dataset.sample(np.random.default_rng(int(s) % (1 << 63))) for s in seeds]
-        self.engine.assign_maps(ids, [self._dataset_maps[i] for i in picks])
+        picks = np.array([self.dataset.sample(np.random.default_rng(int(s) % (1 << 63))) for s in seeds], np.int64)
+        if hasattr(self.engine, "assign_scenarios"):  # worker processes build their own road maps
+            self.engine.assign_scenarios(ids, picks)
+        else:
+            self.engine.assign_maps(ids, [self._dataset_maps[i] for i in picks])
+        self.world_scenario[ids] = picks
 
     # --------------------------------------------------------------------------------------- step
 
@@ -276,8 +283,11 @@ class TerraZeroVectorEnv(VectorEnv):
         """Read-only views of every agent in every world (``agents``: structured ``[W, max_agents]``
         with fields documented on ``Engine.agents``), agents per world, and each world's map."""
         e = self.engine
-        return {"agents": e.agents, "n_agents": e.n_agents_per_world,
-                "maps": [e.road_maps[i].map_data for i in e.world_map], "world_steps": e.world_steps}
+        if self.dataset is not None and (self.world_scenario >= 0).all():
+            maps = [self.dataset[int(i)] for i in self.world_scenario]
+        else:
+            maps = [e.road_maps[i].map_data for i in e.world_map]
+        return {"agents": e.agents, "n_agents": e.n_agents_per_world, "maps": maps, "world_steps": e.world_steps}
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":

@@ -11,8 +11,11 @@ Worker p runs its own ``terrazero_env.engine.Engine`` over the contiguous block 
 ``worker_bounds[p]:worker_bounds[p + 1]`` (blocks differ in size by at most one world). Every buffer
 the parent exposes lives in one ``multiprocessing.shared_memory`` segment. A step writes the actions
 there, sends each worker one byte over its pipe and waits for a one-byte answer; meanwhile each worker
-steps its engine and copies its outputs into its rows of the segment. Resets, ``set_scene`` and
-``agent_states`` go to the worker that owns the world. Worlds are independent and seeded per world,
+steps its engine and copies its outputs into its rows of the segment. Resets, ``set_scene``,
+``agent_states`` and ``assign_scenarios`` go to the worker that owns the world. With a ``dataset``
+(a :class:`~terrazero_env.maps.Dataset`), every worker holds its own copy and builds the road maps of
+the scenarios its worlds are put on; the parent draws the scenarios (from the worlds' seeds) and
+sends only their indices. Worlds are independent and seeded per world,
 so a rollout is bit-identical whatever the number of workers.
 
 The parent checks actions, world ids and seeds before anything is sent (with the messages of
@@ -57,7 +60,7 @@ _JOIN_TIMEOUT = 5.0  # seconds a worker gets to exit before it is terminated
 DEFAULT_TIMEOUT = 600.0
 
 # Requests (first byte) and replies.
-_STEP, _RESET, _STATES, _SCENE, _QUIT = b"s", b"r", b"a", b"c", b"q"
+_STEP, _RESET, _STATES, _SCENE, _ASSIGN, _QUIT = b"s", b"r", b"a", b"c", b"m", b"q"
 _OK, _ERROR = b"K", b"E"
 
 _Spec = Sequence[tuple[str, str, tuple[int, ...]]]
@@ -112,10 +115,14 @@ class _Segment(SharedMemory):
 class _WorldBlock:
     """One worker's engine and its rows of the shared buffers."""
 
-    def __init__(self, engine: Any, shared: dict[str, np.ndarray], start: int, stop: int):
+    def __init__(self, engine: Any, shared: dict[str, np.ndarray], start: int, stop: int, dataset: Any = None):
         K = engine.slots_per_world
         rows, worlds = slice(start * K, stop * K), slice(start, stop)
         self.engine = engine
+        o = engine.config.obs
+        self.dataset_maps = (core.DatasetRoadMaps(dataset, obs_radius=o.road_radius,
+                                                  obs_segment_length=o.road_segment_length)
+                             if dataset is not None else None)
         self.K = K
         self.actions = shared["actions"][rows]
         self.slot_pairs = [(shared[n][rows], getattr(engine, n)) for n in _SLOT_FIELDS]
@@ -152,6 +159,14 @@ class _WorldBlock:
             finally:
                 self.publish(np.unique(ids))
             return b""
+        if op == _ASSIGN:
+            if self.dataset_maps is None:
+                raise ValueError("assign_scenarios needs an engine built with a dataset")
+            n = len(payload) // 16
+            ids = np.frombuffer(payload, np.int64, n)
+            picks = np.frombuffer(payload, np.int64, n, 8 * n)
+            e.assign_maps(ids.copy(), [self.dataset_maps[int(i)] for i in picks])
+            return b""
         if op == _STATES:
             return pickle.dumps(e.agent_states(int(pickle.loads(payload))), pickle.HIGHEST_PROTOCOL)
         if op == _SCENE:
@@ -175,10 +190,10 @@ def _error_reply(exc: BaseException) -> bytes:
 
 
 def _serve(conn: Connection, segment: _Segment, spec: _Spec, config: EngineConfig, maps: Any,
-           world_map: np.ndarray, start: int, stop: int, num_threads: int) -> None:
+           world_map: np.ndarray, start: int, stop: int, num_threads: int, dataset: Any) -> None:
     try:
         engine = core.Engine(config, maps=maps, world_map=world_map, num_threads=num_threads)
-        block = _WorldBlock(engine, _segment_arrays(segment.buf, spec), start, stop)
+        block = _WorldBlock(engine, _segment_arrays(segment.buf, spec), start, stop, dataset)
         block.publish()
     except Exception as exc:
         conn.send_bytes(_error_reply(exc))
@@ -203,12 +218,12 @@ def _serve(conn: Connection, segment: _Segment, spec: _Spec, config: EngineConfi
 
 
 def _worker_main(conn: Connection, segment_name: str, spec: _Spec, config: EngineConfig, maps: Any,
-                 world_map: np.ndarray, start: int, stop: int, num_threads: int) -> None:
+                 world_map: np.ndarray, start: int, stop: int, num_threads: int, dataset: Any = None) -> None:
     """Worker process entry point: serve requests for worlds ``start:stop`` until told to quit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes its workers
     segment = _Segment(name=segment_name)
     try:
-        _serve(conn, segment, spec, config, maps, world_map, start, stop, num_threads)
+        _serve(conn, segment, spec, config, maps, world_map, start, stop, num_threads, dataset)
     finally:
         segment.close()  # _serve's views of the segment are gone once it returns
         conn.close()
@@ -251,6 +266,8 @@ class MultiProcessEngine:
     for ``Engine``. ``context``: the multiprocessing start method ("forkserver", "spawn"; default
     ``default_context()``). ``timeout``: seconds to wait for the workers' answers to one call; a worker
     that does not answer in time (stopped, hung) closes the engine with an error naming it.
+    ``dataset``: a :class:`~terrazero_env.maps.Dataset` whose scenarios :meth:`assign_scenarios` puts
+    worlds on.
     """
 
     def __reduce__(self) -> Any:
@@ -260,7 +277,7 @@ class MultiProcessEngine:
 
     def __init__(self, config: EngineConfig, num_workers: int = 2, *, maps: Any = None,
                  world_map: np.ndarray | Sequence[int] | None = None, num_threads: int = 1,
-                 context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+                 context: str | None = None, timeout: float = DEFAULT_TIMEOUT, dataset: Any = None):
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
         W, K = config.num_worlds, config.slots_per_world
@@ -270,6 +287,7 @@ class MultiProcessEngine:
         if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < float("inf")):
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
+        self.dataset = dataset
         self._closed = True  # until the workers are up
         # A one-world engine answers the questions that do not depend on the worlds.
         self._template = core.Engine(config.with_overrides(num_worlds=1), maps=maps)
@@ -315,7 +333,7 @@ class MultiProcessEngine:
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=_worker_main, name=f"terrazero-worker-{p}", daemon=True,
                                    args=(child_end, segment.name, spec, config.with_overrides(num_worlds=b - a),
-                                         maps, world_map[a:b], a, b, self.num_threads))
+                                         maps, world_map[a:b], a, b, self.num_threads, dataset))
                 proc.start()
                 child_end.close()
                 conns.append(parent_end)
@@ -470,6 +488,27 @@ class MultiProcessEngine:
         if actions is not None:
             self.actions[:] = a
         self._request({p: _STEP for p in range(self.num_workers)})
+
+    def assign_scenarios(self, world_ids: np.ndarray | Sequence[int], indices: np.ndarray | Sequence[int]) -> None:
+        """Put worlds on the dataset's scenarios ``indices`` (one per world id) before resetting them;
+        each owning worker builds (or takes from its cache) the scenario's road map."""
+        if self.dataset is None:
+            raise ValueError("assign_scenarios needs a MultiProcessEngine built with dataset=")
+        ids = np.atleast_1d(np.asarray(world_ids, np.int64))
+        picks = np.atleast_1d(np.asarray(indices, np.int64))
+        if ids.ndim != 1 or picks.shape != ids.shape:
+            raise ValueError(f"one scenario index per world id: {ids.shape} ids, {picks.shape} indices")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_worlds):
+            raise ValueError(f"world_ids must lie in [0, {self.num_worlds}), got {ids.tolist()}")
+        if picks.size and (picks.min() < 0 or picks.max() >= len(self.dataset)):
+            raise ValueError(f"scenario indices must lie in [0, {len(self.dataset)}), got {picks.tolist()}")
+        owner = np.searchsorted(self.worker_bounds, ids, side="right") - 1
+        messages = {}
+        for p in np.unique(owner).tolist():
+            mine = owner == p
+            messages[p] = _ASSIGN + (ids[mine] - self.worker_bounds[p]).tobytes() + picks[mine].tobytes()
+        if messages:
+            self._request(messages)
 
     def agent_states(self, world: int) -> dict[str, np.ndarray]:
         """A copy of world ``world``'s agents as a dict of arrays (``Engine.agent_states``)."""

@@ -10,7 +10,7 @@ Typical use::
 
 from . import procedural
 from .builder import MAX_MAP_EXTENT, BuildConfig, MapValidationError, build, validate, validate_built
-from .dataset import Dataset
+from .dataset import Dataset, ManifestError, bundled_datasets
 from .schema import (
     AgentType,
     ControlType,
@@ -36,6 +36,7 @@ from .terrabin import TerrabinError, load, save
 __all__ = [
     "AgentType", "BuildConfig", "Dataset", "ControlType", "Handedness", "Intersections", "Lanes", "LaneType", "MapData",
     "MapValidationError", "Movement", "Polygons", "Polylines", "Ragged", "RoadLines", "RoadLineType", "Signals",
-    "StopLines", "StopSigns", "TerrabinError", "Tracks", "asset_path", "build", "bundled_maps", "load",
+    "ManifestError", "StopLines", "StopSigns", "TerrabinError", "Tracks", "asset_path", "build", "bundled_datasets",
+    "bundled_maps", "load",
     "load_source", "procedural", "save", "validate", "validate_built", "MAX_MAP_EXTENT",
 ]
