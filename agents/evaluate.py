@@ -41,8 +41,8 @@ from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
 from terrazero_env.envs.conventions import check_seed
-from terrazero_env.metrics import PROGRESS_REFERENCES
 from terrazero_env.metrics import (
+    PROGRESS_REFERENCES,
     RATES,
     closed_loop_metrics,
     compare,
