@@ -304,6 +304,8 @@ ctypedef struct MapC:
     const int* leg_heads
     const long long* stage_off        # [I + 1] -> stages
     const unsigned char* stage_kind
+    const unsigned char* stage_ring   # [n_stages] NEMA ring (0 or 1)
+    const int* stage_barrier          # [n_stages] barrier group within its intersection
     const long long* stage_head_off   # [n_stages + 1] -> stage_heads
     const int* stage_heads
     const long long* stage_perm_off   # [n_stages + 1] -> stage_perm

@@ -100,6 +100,7 @@ cdef class Engine:
     cdef int* sig_stage
     cdef unsigned char* sig_phase
     cdef double* sig_timer
+    cdef int* sig_barrier
     cdef unsigned char* sig_perm
     cdef double* tr_d2
     cdef int* tr_idx
@@ -341,6 +342,7 @@ cdef class Engine:
         self.sigp.yellow = sg.yellow
         self.sigp.all_red = sg.all_red
         self.sigp.perm_prob = sg.permissive_left_prob
+        self.sigp.nema_sigma = sg.nema_green_sigma
         self.stop_rules.stop_speed = sg.stop_speed
         self.stop_rules.dwell_lo, self.stop_rules.dwell_hi = sg.stop_dwell
         self.stop_rules.region = sg.stop_region

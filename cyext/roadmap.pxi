@@ -246,8 +246,8 @@ def _lane_neighbors(lanes):
 
 
 #: Arrays of a signal plan (``terrazero_env.maps.signal_plan``), CSR offsets int64, indices int32.
-_PLAN_KEYS = ("leg_off", "legs", "leg_head_off", "leg_heads", "stage_off", "stage_kind", "stage_head_off",
-              "stage_heads", "stage_perm_off", "stage_perm")
+_PLAN_KEYS = ("leg_off", "legs", "leg_head_off", "leg_heads", "stage_off", "stage_kind", "stage_ring",
+              "stage_barrier", "stage_head_off", "stage_heads", "stage_perm_off", "stage_perm")
 
 
 cdef class RoadMap:
@@ -365,7 +365,7 @@ cdef class RoadMap:
         keep["sl_control"] = np.ascontiguousarray(m.stop_lines.control, np.uint8)
         keep["lane_stop_line"] = np.ascontiguousarray(m.lanes.stop_line, np.int32)
         keep["head_sl"] = np.ascontiguousarray(m.signals.stop_line, np.int32)
-        plan = {k: np.ascontiguousarray(plan[k], np.uint8 if k == "stage_kind" else
+        plan = {k: np.ascontiguousarray(plan[k], np.uint8 if k in ("stage_kind", "stage_ring") else
                                         (np.int64 if k.endswith("_off") else np.int32))
                 for k in _PLAN_KEYS}
         for k, v in plan.items():
@@ -383,6 +383,8 @@ cdef class RoadMap:
         c.leg_heads = _ptr_i32(plan["leg_heads"])
         c.stage_off = _ptr_i64(plan["stage_off"])
         c.stage_kind = _ptr_u8(plan["stage_kind"])
+        c.stage_ring = _ptr_u8(plan["stage_ring"])
+        c.stage_barrier = _ptr_i32(plan["stage_barrier"])
         c.stage_head_off = _ptr_i64(plan["stage_head_off"])
         c.stage_heads = _ptr_i32(plan["stage_heads"])
         c.stage_perm_off = _ptr_i64(plan["stage_perm_off"])

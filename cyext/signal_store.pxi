@@ -16,8 +16,9 @@ cdef _grow_signal_store(Engine e):
     S, G, I = max(S, e.s_cap), max(G, e.g_cap), max(I, e.i_cap)
     W = e.num_worlds
     new = {"head": np.full((W, G), 3, np.uint8), "sl": np.full((W, S), 3, np.uint8),
-           "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, I), np.int32),
-           "phase": np.zeros((W, I), np.uint8), "timer": np.zeros((W, I)), "perm": np.zeros((W, I), np.uint8),
+           "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, 2 * I), np.int32),
+           "phase": np.zeros((W, 2 * I), np.uint8), "timer": np.zeros((W, 2 * I)),
+           "barrier": np.zeros((W, I), np.int32), "perm": np.zeros((W, I), np.uint8),
            "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32)}
     if e._sig is not None:
         for k, old in e._sig.items():
@@ -30,6 +31,7 @@ cdef _grow_signal_store(Engine e):
     e.sig_stage = <int*>_ptr_mut(new["stage"])
     e.sig_phase = <unsigned char*>_ptr_mut(new["phase"])
     e.sig_timer = <double*>_ptr_mut(new["timer"])
+    e.sig_barrier = <int*>_ptr_mut(new["barrier"])
     e.sig_perm = <unsigned char*>_ptr_mut(new["perm"])
     e.tr_d2 = <double*>_ptr_mut(new["tr_d2"])
     e.tr_idx = <int*>_ptr_mut(new["tr_idx"])
@@ -38,9 +40,10 @@ cdef void _sig_state(Engine e, Py_ssize_t w, SigState* st) noexcept nogil:
     st.head = e.sig_head + w * e.g_cap
     st.sl = e.sig_sl + w * e.s_cap
     st.sl_timer = e.sig_sl_timer + w * e.s_cap
-    st.stage = e.sig_stage + w * e.i_cap
-    st.phase = e.sig_phase + w * e.i_cap
-    st.timer = e.sig_timer + w * e.i_cap
+    st.stage = e.sig_stage + w * 2 * e.i_cap
+    st.phase = e.sig_phase + w * 2 * e.i_cap
+    st.timer = e.sig_timer + w * 2 * e.i_cap
+    st.barrier = e.sig_barrier + w * e.i_cap
     st.perm = e.sig_perm + w * e.i_cap
 
 cdef _set_stop_line_state(Engine e, int world, int stop_line, int state, double hold):

@@ -287,9 +287,13 @@ class SignalConfig:
     christmas_red: tuple[float, float] = (15.0, 0.4)
     """CHRISTMAS: LogNormal (median s, sigma) of a red dwell (ours)."""
     left_green: float = 8.0
-    """NEMA protected-left green (s) (ours)."""
+    """NEMA protected-left green, median (s) (ours)."""
     through_green: float = 20.0
-    """NEMA through green; round-robin leg green (s) (ours)."""
+    """NEMA through green, median; round-robin leg green (s) (ours)."""
+    nema_green_sigma: float = 0.25
+    """NEMA: LogNormal sigma of each phase's green around ``left_green`` / ``through_green``, drawn
+    anew each time a phase starts, so the two rings reach a barrier at different times; 0 gives
+    fixed greens (ours)."""
     yellow: float = 3.0
     """NEMA and round-robin yellow (s) (ours)."""
     all_red: float = 1.0
@@ -314,6 +318,7 @@ class SignalConfig:
         for name in ("left_green", "through_green", "yellow"):
             check_float(f"SignalConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of seconds")
         check_float("SignalConfig.all_red", self.all_red, 0.0, unit=" of seconds")
+        check_float("SignalConfig.nema_green_sigma", self.nema_green_sigma, 0.0, 2.0)
         check_float("SignalConfig.stop_region", self.stop_region, 0.0, lo_open=True, unit=" of metres")
         check_float("SignalConfig.stop_speed", self.stop_speed, 0.0, lo_open=True, unit=" (m/s)")
         check_float("SignalConfig.permissive_left_prob", self.permissive_left_prob, 0.0, 1.0)

@@ -122,6 +122,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (SignalConfig, "through_green", NAN, "SignalConfig.through_green"),
     (SignalConfig, "yellow", -3.0, "SignalConfig.yellow"),
     (SignalConfig, "all_red", INF, "SignalConfig.all_red"),
+    (SignalConfig, "nema_green_sigma", -0.1, "SignalConfig.nema_green_sigma"),
     (SignalConfig, "permissive_left_prob", 1.5, "SignalConfig.permissive_left_prob"),
     (SignalConfig, "stop_speed", 0.0, "SignalConfig.stop_speed"),
     (SignalConfig, "stop_dwell", (3.0, 1.0), "SignalConfig.stop_dwell"),

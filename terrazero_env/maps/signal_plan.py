@@ -1,15 +1,19 @@
-"""Static signal plans of a built map: which heads are green together under each controller.
+"""Static signal plans of a built map: which heads go green together under each controller.
 
 Computed once per map (the engine's ``RoadMap`` stores the arrays) so the per-step controller tick
 only walks precomputed stage lists (TerraZero section 4.5):
 
 * legs: the signalized stop lines of an intersection, ordered clockwise by their approach direction
   starting from traffic heading south (canonical order for the round-robin controller);
-* NEMA stages: legs paired with the opposite approach (major pair first, then the minor pair, then
-  any unpaired leg); for each pair a protected-left stage (both legs' left heads) then a through
-  stage (both legs' straight and right heads); an unpaired leg gets one stage with all its heads.
-  When protected lefts are flipped to permissive, the left stage is skipped and left heads go green
-  with their leg's through stage (``perm`` heads).
+* NEMA phases on two rings between barriers: legs are paired with the opposite approach (major pair
+  first, then the minor pair, then any unpaired leg) and each pair (or lone leg) is one barrier group.
+  In a pair (A, B), ring 0 runs B's protected left then A's through (straight and right heads),
+  ring 1 A's protected left then B's through, leaving out empty phases, so any phase of one ring
+  may run with any phase of the other (NEMA phases 1, 2 | 5, 6: opposing lefts, a leg's left with
+  its own through, opposing throughs). A lone leg gets one phase with all its heads on ring 0.
+  "Left" is the turn across oncoming traffic (a right turn under left-hand traffic).
+  When protected lefts are flipped to permissive, left phases are skipped and left heads go green
+  with their leg's through phase (``perm`` heads).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ def _approach_heading(m: MapData, stop_line: int) -> float:
 
 def signal_plan(m: MapData) -> dict[str, np.ndarray]:
     """CSR arrays: per intersection its legs (``leg_off``/``legs``), per intersection its NEMA
-    stages (``stage_off``) with each stage's kind, heads (``stage_head_off``/``stage_heads``) and
-    permissive-left heads (``stage_perm_off``/``stage_perm``); per leg its heads (``leg_head_off``/
+    phases (``stage_off``, ordered by barrier group, then ring, then sequence) with each phase's kind,
+    ring (0 or 1, ``stage_ring``), barrier group (``stage_barrier``), heads (``stage_head_off``/
+    ``stage_heads``) and permissive-left heads (``stage_perm_off``/``stage_perm``); per leg its heads (``leg_head_off``/
     ``leg_heads``), for the round-robin controller."""
     g = m.signals
     n_inter = len(m.intersections) if m.intersections is not None else 0
@@ -50,8 +55,13 @@ def signal_plan(m: MapData) -> dict[str, np.ndarray]:
         i = int(m.stop_lines.intersection[sl])
         if i >= 0 and sl not in legs_of[i]:
             legs_of[i].append(sl)
+    # The turn across oncoming traffic ("left" below): LEFT where traffic keeps right, RIGHT where
+    # it keeps left; U-turns cross it either way.
+    across = (Movement.RIGHT if int(m.handedness) == 1 else Movement.LEFT, Movement.UTURN)
     leg_off, legs, leg_head_off, leg_heads = [0], [], [0], []
     stage_off, kinds, stage_head_off, stage_heads, stage_perm_off, stage_perm = [0], [], [0], [], [0], []
+    rings: list[int] = []
+    barriers: list[int] = []
     for i in range(n_inter):
         heading = {sl: _approach_heading(m, sl) for sl in legs_of[i]}
         # Clockwise from "heading south" (-pi/2): sort by clockwise angle from that direction.
@@ -74,21 +84,30 @@ def signal_plan(m: MapData) -> dict[str, np.ndarray]:
             else:
                 pairs.append([a])
         pairs.sort(key=len, reverse=True)  # the two-way pairs (major roads) first
-        for pair in pairs:
-            heads = [h for sl in pair for h in heads_of_sl[sl]]
-            lefts = [h for h in heads if g.movement[h] in (Movement.LEFT, Movement.UTURN)]
-            others = [h for h in heads if h not in lefts]
-            if len(pair) == 2 and lefts and others:
-                for kind, hs, perm in ((STAGE_LEFT, lefts, []), (STAGE_THROUGH, others, lefts)):
-                    kinds.append(kind)
-                    stage_heads.extend(hs)
-                    stage_head_off.append(len(stage_heads))
-                    stage_perm.extend(perm)
-                    stage_perm_off.append(len(stage_perm))
+        for barrier, pair in enumerate(pairs):
+            lefts = {sl: [h for h in heads_of_sl[sl] if g.movement[h] in across] for sl in pair}
+            others = {sl: [h for h in heads_of_sl[sl] if h not in lefts[sl]] for sl in pair}
+            if len(pair) == 2:
+                # Ring 0: B's left, then A's through; ring 1: A's left, then B's through. A leg's left
+                # is a protected-left phase (skipped when permissive) only if its through carries it.
+                a, b = pair
+                phases = []
+                for ring, left_leg, through_leg in ((0, b, a), (1, a, b)):
+                    if lefts[left_leg]:
+                        kind = STAGE_LEFT if others[left_leg] else STAGE_ALL
+                        phases.append((ring, kind, lefts[left_leg], []))
+                    if others[through_leg]:
+                        kind = STAGE_THROUGH if lefts[through_leg] else STAGE_ALL
+                        phases.append((ring, kind, others[through_leg], lefts[through_leg]))
             else:
-                kinds.append(STAGE_ALL)
-                stage_heads.extend(heads)
+                phases = [(0, STAGE_ALL, heads_of_sl[pair[0]], [])]
+            for ring, kind, hs, perm in phases:
+                kinds.append(kind)
+                rings.append(ring)
+                barriers.append(barrier)
+                stage_heads.extend(hs)
                 stage_head_off.append(len(stage_heads))
+                stage_perm.extend(perm)
                 stage_perm_off.append(len(stage_perm))
         stage_off.append(len(kinds))
 
@@ -99,6 +118,7 @@ def signal_plan(m: MapData) -> dict[str, np.ndarray]:
         "leg_off": arr(leg_off, np.int64), "legs": arr(legs),
         "leg_head_off": arr(leg_head_off, np.int64), "leg_heads": arr(leg_heads),
         "stage_off": arr(stage_off, np.int64), "stage_kind": arr(kinds, np.uint8),
+        "stage_ring": arr(rings, np.uint8), "stage_barrier": arr(barriers),
         "stage_head_off": arr(stage_head_off, np.int64), "stage_heads": arr(stage_heads),
         "stage_perm_off": arr(stage_perm_off, np.int64), "stage_perm": arr(stage_perm),
     }
