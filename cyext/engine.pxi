@@ -143,7 +143,7 @@ cdef class Engine:
         if world_map.shape != (W,) or world_map.min() < 0 or world_map.max() >= len(self.road_maps):
             raise ValueError(f"world_map must be {W} map indices in [0, {len(self.road_maps)})")
         self.world_map = world_map
-        self._load_tables(config, tables)
+        _load_tables(self, config, tables)
         alpha = [int(i) for i in tables["alpha"]]
         self.obs_layout = ObsLayout(o, [REWARD_PARAMS[i] for i in alpha])
         self._set_obs_layout(o, alpha)
@@ -267,88 +267,6 @@ cdef class Engine:
     def __dealloc__(self):
         free(self.rngs)
         free(self.wmap)
-
-    cdef _load_tables(self, cfg, tb):
-        for key, cols in (("class_params", N_CP), ("reward_lo", N_REWARD), ("reward_hi", N_REWARD),
-                          ("reward_on", N_REWARD)):
-            if np.shape(tb[key]) != (N_CLASSES, cols):
-                raise ValueError(f"tables[{key!r}] must be [{N_CLASSES}, {cols}], got {np.shape(tb[key])}")
-        self._tables = tb
-        cdef int c, i
-        if tb["grid_long"].shape[1] > MAX_GRID or tb["grid_lat"].shape[1] > MAX_GRID:
-            raise ValueError(f"action grids are limited to {MAX_GRID} values per axis")
-        for c in range(N_CLASSES):
-            self.n_long[c] = tb["n_long"][c]
-            self.n_lat[c] = tb["n_lat"][c]
-            for i in range(MAX_GRID):
-                self.grid_long[c * MAX_GRID + i] = tb["grid_long"][c, i] if i < tb["grid_long"].shape[1] else 0.0
-                self.grid_lat[c * MAX_GRID + i] = tb["grid_lat"][c, i] if i < tb["grid_lat"].shape[1] else 0.0
-            for i in range(N_CP):
-                self.cp[c * N_CP + i] = tb["class_params"][c, i]
-            for i in range(N_REWARD):
-                self.rlo[c * N_REWARD + i] = tb["reward_lo"][c, i]
-                self.rhi[c * N_REWARD + i] = tb["reward_hi"][c, i]
-                self.ron[c * N_REWARD + i] = tb["reward_on"][c, i]
-            self.class_weight[c] = cfg.init.class_weights[c]
-            self.controlled_cls[c] = 1 if cfg.init.controlled[c] else 0
-            self.goal_dropout[c] = cfg.init.goal_dropout[c]
-        # Agent-grid cells must exceed the sum of two half-diagonals plus the spawn clearance.
-        longest = max(max(s.length[1], s.width[1]) * 1.5 for s in cfg.classes.values())
-        self.agent_cell = max(16.0, 2.0 * longest + 2.0 * cfg.init.spawn_clearance + 1.0)
-        self.dt = cfg.dt
-        self.horizon = cfg.episode_length
-        self.wrong_way_angle = cfg.wrong_way_angle
-        self.lane_max_dist = cfg.lane_max_distance
-        self.z_gate = cfg.obs.z_gate
-        cq = {k: int(v) for k, v in cfg.consequences.items()}
-        self.conseq_collision = cq.get("collision", CONSEQ_NONE)
-        self.conseq_offroad = cq.get("offroad", CONSEQ_NONE)
-        self.conseq_wrong_way = cq.get("wrong_way", CONSEQ_NONE)
-        ini = cfg.init
-        self.init_mode = int(ini.mode)
-        self.goal_behavior = int(ini.goal_behavior)
-        self.n_min, self.n_max = ini.num_agents
-        self.tries = ini.placement_tries
-        self.randomize_kin = 1 if ini.randomize_kinematics else 0
-        self.p_random = ini.p_random
-        self.v0_lo, self.v0_hi = ini.initial_speed
-        self.goal_lo, self.goal_hi = ini.goal_distance
-        self.goal_fwd = ini.goal_min_forward
-        self.clearance = ini.spawn_clearance
-        self.kin_lo, self.kin_hi = ini.kinematic_range
-        idm = cfg.idm
-        for k in range(3):
-            self.idmp.v0_scale[k] = idm.v0_scale[k]
-            self.idmp.time_headway[k] = idm.time_headway[k]
-            self.idmp.max_accel[k] = idm.max_accel[k]
-            self.idmp.comfort_decel[k] = idm.comfort_decel[k]
-            self.idmp.min_gap[k] = idm.min_gap[k]
-        self.idmp.delta = idm.delta
-        self.idmp.lookahead = idm.lookahead
-        self.idmp.reroll_prob = idm.reroll_prob
-        self.idmp.max_decel = idm.max_decel
-        self.idmp.curve_accel = idm.curve_lat_accel
-        self.idmp.side_margin = idm.side_margin
-        _load_road_users(self, cfg)
-        _load_lane_change(self, cfg.road_users, idm)
-        _load_pedestrians(self, cfg.road_users.pedestrians)
-        sg = cfg.signals
-        self.sigp.controller = int(sg.controller)
-        self.sigp.green_med, self.sigp.green_sig = sg.christmas_green
-        self.sigp.yellow_med, self.sigp.yellow_sig = sg.christmas_yellow
-        self.sigp.red_med, self.sigp.red_sig = sg.christmas_red
-        self.sigp.left_green = sg.left_green
-        self.sigp.through_green = sg.through_green
-        self.sigp.yellow = sg.yellow
-        self.sigp.all_red = sg.all_red
-        self.sigp.perm_prob = sg.permissive_left_prob
-        self.sigp.nema_sigma = sg.nema_green_sigma
-        self.stop_rules.stop_speed = sg.stop_speed
-        self.stop_rules.dwell_lo, self.stop_rules.dwell_hi = sg.stop_dwell
-        self.stop_rules.region = sg.stop_region
-        self.noise_std = cfg.obs.noise_std
-        self.noise_clip = cfg.obs.noise_clip
-        self.state_dropout = cfg.obs.state_dropout
 
     @property
     def pedestrian_stats(self):

@@ -1,0 +1,87 @@
+# Engine construction, as a module-level function of _engine.pyx taking the engine: the resolved
+# tables (action grids, class parameters, reward ranges) and the config's scalar settings copied
+# into the engine's C arrays and fields. Called once from ``Engine.__init__``.
+
+cdef _load_tables(Engine e, cfg, tb):
+    """The engine tables (action grids, class parameters, reward ranges, class weights) and the scalar
+    settings of the config, checked and copied into the engine's C arrays."""
+    for key, cols in (("class_params", N_CP), ("reward_lo", N_REWARD), ("reward_hi", N_REWARD),
+                      ("reward_on", N_REWARD)):
+        if np.shape(tb[key]) != (N_CLASSES, cols):
+            raise ValueError(f"tables[{key!r}] must be [{N_CLASSES}, {cols}], got {np.shape(tb[key])}")
+    e._tables = tb
+    cdef int c, i
+    if tb["grid_long"].shape[1] > MAX_GRID or tb["grid_lat"].shape[1] > MAX_GRID:
+        raise ValueError(f"action grids are limited to {MAX_GRID} values per axis")
+    for c in range(N_CLASSES):
+        e.n_long[c] = tb["n_long"][c]
+        e.n_lat[c] = tb["n_lat"][c]
+        for i in range(MAX_GRID):
+            e.grid_long[c * MAX_GRID + i] = tb["grid_long"][c, i] if i < tb["grid_long"].shape[1] else 0.0
+            e.grid_lat[c * MAX_GRID + i] = tb["grid_lat"][c, i] if i < tb["grid_lat"].shape[1] else 0.0
+        for i in range(N_CP):
+            e.cp[c * N_CP + i] = tb["class_params"][c, i]
+        for i in range(N_REWARD):
+            e.rlo[c * N_REWARD + i] = tb["reward_lo"][c, i]
+            e.rhi[c * N_REWARD + i] = tb["reward_hi"][c, i]
+            e.ron[c * N_REWARD + i] = tb["reward_on"][c, i]
+        e.class_weight[c] = cfg.init.class_weights[c]
+        e.controlled_cls[c] = 1 if cfg.init.controlled[c] else 0
+        e.goal_dropout[c] = cfg.init.goal_dropout[c]
+    # Agent-grid cells must exceed the sum of two half-diagonals plus the spawn clearance.
+    longest = max(max(s.length[1], s.width[1]) * 1.5 for s in cfg.classes.values())
+    e.agent_cell = max(16.0, 2.0 * longest + 2.0 * cfg.init.spawn_clearance + 1.0)
+    e.dt = cfg.dt
+    e.horizon = cfg.episode_length
+    e.wrong_way_angle = cfg.wrong_way_angle
+    e.lane_max_dist = cfg.lane_max_distance
+    e.z_gate = cfg.obs.z_gate
+    cq = {k: int(v) for k, v in cfg.consequences.items()}
+    e.conseq_collision = cq.get("collision", CONSEQ_NONE)
+    e.conseq_offroad = cq.get("offroad", CONSEQ_NONE)
+    e.conseq_wrong_way = cq.get("wrong_way", CONSEQ_NONE)
+    ini = cfg.init
+    e.init_mode = int(ini.mode)
+    e.goal_behavior = int(ini.goal_behavior)
+    e.n_min, e.n_max = ini.num_agents
+    e.tries = ini.placement_tries
+    e.randomize_kin = 1 if ini.randomize_kinematics else 0
+    e.p_random = ini.p_random
+    e.v0_lo, e.v0_hi = ini.initial_speed
+    e.goal_lo, e.goal_hi = ini.goal_distance
+    e.goal_fwd = ini.goal_min_forward
+    e.clearance = ini.spawn_clearance
+    e.kin_lo, e.kin_hi = ini.kinematic_range
+    idm = cfg.idm
+    for k in range(3):
+        e.idmp.v0_scale[k] = idm.v0_scale[k]
+        e.idmp.time_headway[k] = idm.time_headway[k]
+        e.idmp.max_accel[k] = idm.max_accel[k]
+        e.idmp.comfort_decel[k] = idm.comfort_decel[k]
+        e.idmp.min_gap[k] = idm.min_gap[k]
+    e.idmp.delta = idm.delta
+    e.idmp.lookahead = idm.lookahead
+    e.idmp.reroll_prob = idm.reroll_prob
+    e.idmp.max_decel = idm.max_decel
+    e.idmp.curve_accel = idm.curve_lat_accel
+    e.idmp.side_margin = idm.side_margin
+    _load_road_users(e, cfg)
+    _load_lane_change(e, cfg.road_users, idm)
+    _load_pedestrians(e, cfg.road_users.pedestrians)
+    sg = cfg.signals
+    e.sigp.controller = int(sg.controller)
+    e.sigp.green_med, e.sigp.green_sig = sg.christmas_green
+    e.sigp.yellow_med, e.sigp.yellow_sig = sg.christmas_yellow
+    e.sigp.red_med, e.sigp.red_sig = sg.christmas_red
+    e.sigp.left_green = sg.left_green
+    e.sigp.through_green = sg.through_green
+    e.sigp.yellow = sg.yellow
+    e.sigp.all_red = sg.all_red
+    e.sigp.perm_prob = sg.permissive_left_prob
+    e.sigp.nema_sigma = sg.nema_green_sigma
+    e.stop_rules.stop_speed = sg.stop_speed
+    e.stop_rules.dwell_lo, e.stop_rules.dwell_hi = sg.stop_dwell
+    e.stop_rules.region = sg.stop_region
+    e.noise_std = cfg.obs.noise_std
+    e.noise_clip = cfg.obs.noise_clip
+    e.state_dropout = cfg.obs.state_dropout
