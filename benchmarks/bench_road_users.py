@@ -28,27 +28,33 @@ from terrazero_env.config import StaticGenerator
 
 
 class Composition:
-    """One row's worlds: the planner preset with ``overrides``, policy cars holding the zero action."""
+    """One row's worlds: the planner preset with ``overrides``, policy cars holding the zero action.
+    Every run builds its engine afresh, so no row keeps a memory placement (huge pages, cache
+    colouring) that the others do not get."""
 
     def __init__(self, overrides: dict, W: int, threads: int) -> None:
-        cfg = load_config("planner", **{"num_worlds": W, "episode_length": 100_000, "consequences.collision": "none",
-                                        "consequences.offroad": "none", **overrides})
-        self.W = W
-        self.engine = e = core.Engine(cfg, num_threads=threads)
-        e.reset(seeds=np.arange(W))
-        hold = int(np.nonzero((e.action_values(0) == 0).all(axis=1))[0][0])
-        self.actions = np.full(e.actions.shape, hold, np.int32)
+        self.cfg = load_config("planner", **{"num_worlds": W, "episode_length": 100_000,
+                                             "consequences.collision": "none", "consequences.offroad": "none",
+                                             **overrides})
+        self.W, self.threads = W, threads
+        e = self._engine()
         self.agents = float(np.mean([e.num_agents(w) for w in range(W)]))
+
+    def _engine(self) -> core.Engine:
+        e = core.Engine(self.cfg, num_threads=self.threads)
+        e.reset(seeds=np.arange(self.W))
+        return e
 
     def run(self, steps: int, clock=time.process_time) -> float:
         """Policy agent-steps per second of one run of ``steps`` steps from the reset (after one step)."""
-        e = self.engine
-        e.reset(seeds=np.arange(self.W))
-        e.step(self.actions)
+        e = self._engine()
+        hold = int(np.nonzero((e.action_values(0) == 0).all(axis=1))[0][0])
+        actions = np.full(e.actions.shape, hold, np.int32)
+        e.step(actions)
         stepped = 0
         t0 = clock()
         for _ in range(steps):
-            e.step(self.actions)
+            e.step(actions)
             stepped += int(e.valid.sum())
         return stepped / (clock() - t0)
 
