@@ -105,18 +105,26 @@ cdef inline void _start_phase(const MapC* m, const SigParams* p, SigState* s, Rn
         s.timer[j] = carry + _phase_green(m, p, i, k, rng)
 
 
+cdef inline bint _clearance(const SigParams* p, SigState* s, Py_ssize_t j) noexcept nogil:
+    """Unit j's interval is up: green turns yellow, yellow turns all-red (True); False after all-red,
+    when the caller starts the next phase."""
+    if s.phase[j] == PHASE_GREEN:
+        s.phase[j] = PHASE_YELLOW
+        s.timer[j] += p.yellow
+        return True
+    if s.phase[j] == PHASE_YELLOW:
+        s.phase[j] = PHASE_ALL_RED
+        s.timer[j] += p.all_red
+        return True
+    return False
+
+
 cdef inline void _ring_advance(const MapC* m, const SigParams* p, SigState* s, Rng* rng, Py_ssize_t i, int r) noexcept nogil:
     """Run ring r's intervals whose time is up; after its group's last all-red it waits (stage -1)
     with its timer counting the time since."""
     cdef Py_ssize_t j = 2 * i + r
     while s.stage[j] >= 0 and s.timer[j] <= 0:
-        if s.phase[j] == PHASE_GREEN:
-            s.phase[j] = PHASE_YELLOW
-            s.timer[j] += p.yellow
-        elif s.phase[j] == PHASE_YELLOW:
-            s.phase[j] = PHASE_ALL_RED
-            s.timer[j] += p.all_red
-        else:
+        if not _clearance(p, s, j):
             _start_phase(m, p, s, rng, i, r, _ring_next(m, s, i, r, s.stage[j]), s.timer[j])
 
 
@@ -282,13 +290,7 @@ cdef inline void signals_tick(const MapC* m, const SigParams* p, SigState* s, Rn
             j = 2 * i
             s.timer[j] -= dt
             while s.timer[j] <= 0:
-                if s.phase[j] == PHASE_GREEN:
-                    s.phase[j] = PHASE_YELLOW
-                    s.timer[j] += p.yellow
-                elif s.phase[j] == PHASE_YELLOW:
-                    s.phase[j] = PHASE_ALL_RED
-                    s.timer[j] += p.all_red
-                else:
+                if not _clearance(p, s, j):
                     s.stage[j] = (s.stage[j] + 1) % _n_units(m, p, i)
                     s.phase[j] = PHASE_GREEN
                     s.timer[j] += p.through_green
