@@ -51,8 +51,11 @@ def engine_rollout_hash(preset: str, map_name: str, overrides: dict | None = Non
     for _ in range(steps):
         engine.step(_random_actions(engine, rng))
         for buf in (engine.observations, engine.rewards, engine.terminated, engine.truncated, engine.valid,
-                    engine.agent_type, engine.counters, engine.agents):
+                    engine.agent_type, engine.counters):
             h.update(np.ascontiguousarray(buf).tobytes())
+        # The agents field by field in name order, so the hash does not depend on the C struct's layout.
+        for name in sorted(engine.agents.dtype.names):
+            h.update(np.ascontiguousarray(engine.agents[name]).tobytes())
         done = np.flatnonzero((engine.terminated | engine.truncated).reshape(engine.num_worlds, -1).any(axis=1))
         if done.size:
             engine.reset(world_ids=done, seeds=done + 100)
