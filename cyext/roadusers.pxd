@@ -39,7 +39,7 @@ from geometry cimport wrap_angle, obb_overlap_cs
 from rng cimport Rng, rng_uniform, rng_int
 from dynamics cimport clip
 from route cimport (Route, Sweep, Cursor, _route_next, _route_build, _cursor_start, _route_xy, _kappa_max,
-                    _predict, _project, sweep_bounds)
+                    _predict, _project)
 from idm_law cimport idm_accel
 from lanechange cimport LaneChangeParams, lane_change
 from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked,
@@ -177,10 +177,10 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
     cdef Agent* b
     cdef Py_ssize_t j
     cdef int k, hit
-    cdef double dx, dy, g, w, ahl = 0.5 * a.length, ahw, bhl, bhw, ra, rb, near, xmin, xmax, ymin, ymax
+    cdef double dx, dy, g, w, ahl = 0.5 * a.length, ahw, bhl, bhw, ra, rb, near
+    cdef double xmin = sw.xmin, xmax = sw.xmax, ymin = sw.ymin, ymax = sw.ymax
     cdef bint turning
     ra = sqrt(ahl * ahl + (0.5 * a.width + p.side_margin) * (0.5 * a.width + p.side_margin))
-    sweep_bounds(sw, &xmin, &xmax, &ymin, &ymax)
     # A long vehicle turning within the next FUTURE_STEPS / 2 seconds may sweep over its neighbours'
     # lanes: it also looks at where the others will be.
     turning = False
@@ -199,6 +199,12 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
             continue
         bhl = 0.5 * b.length
         bhw = 0.5 * b.width
+        if not turning:
+            # The box test below with bhl + bhw (never less than b's half diagonal) in place of rb:
+            # what it rejects the exact test would reject too, without the square root.
+            rb = bhl + bhw
+            if b.x < xmin - ra - rb or b.x > xmax + ra + rb or b.y < ymin - ra - rb or b.y > ymax + ra + rb:
+                continue
         rb = sqrt(bhl * bhl + bhw * bhw)
         if turning and b.speed > 0.5:
             dx = b.x - a.x

@@ -41,6 +41,7 @@ ctypedef struct Sweep:
     double c[PATH_POINTS + 1]
     double s[PATH_POINTS + 1]
     double k[PATH_POINTS + 1]
+    double xmin, xmax, ymin, ymax  # bounding box of the predicted centres (``sweep_bounds``)
 
 
 cdef inline void sweep_bounds(const Sweep* sw, double* xmin, double* xmax, double* ymin,
@@ -177,6 +178,7 @@ cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sw
         c, sn = c2, s2
         sw.d[k], sw.x[k], sw.y[k], sw.c[k], sw.s[k], sw.k[k] = sw.d[k - 1] + ds, xr + lr * c, yr + lr * sn, c, sn, kappa
         sw.n = k
+    sweep_bounds(sw, &sw.xmin, &sw.xmax, &sw.ymin, &sw.ymax)
 
 
 cdef inline double _project(const MapC* m, int lane, double s_guess, double x, double y) noexcept nogil:

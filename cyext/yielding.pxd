@@ -16,7 +16,7 @@ from libc.math cimport sqrt, cos, sin, fabs
 from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, ROLE_IDM, SLC_SIGNAL, SLC_STOP_SIGN, CLS_PEDESTRIAN
 from scene cimport lane_length, lane_point, lane_segment_at
 from geometry cimport wrap_angle
-from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max, sweep_bounds
+from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max
 
 
 cdef enum:
@@ -376,11 +376,10 @@ cdef inline double pedestrian_yield(Agent* agents, Py_ssize_t n, Py_ssize_t i, c
     cdef Py_ssize_t j
     cdef int k, q, nq
     cdef double stop = 1e9, ahl = 0.5 * a.length, ahw = 0.5 * a.width + margin, rb, vx, vy, px, py
-    cdef double lon, lat, reach, dx, dy, xmin, xmax, ymin, ymax
+    cdef double lon, lat, reach, dx, dy, xmin = sw.xmin, xmax = sw.xmax, ymin = sw.ymin, ymax = sw.ymax
     if horizon <= 0 or sw.n < 1:
         return stop
     nq = <int>(horizon / 0.25)
-    sweep_bounds(sw, &xmin, &xmax, &ymin, &ymax)
     for j in range(n):
         b = &agents[j]
         if j == i or not b.alive or b.cls != CLS_PEDESTRIAN or b.speed < 0.1:
