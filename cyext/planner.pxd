@@ -89,8 +89,10 @@ ctypedef struct PlanState:
 
 
 ctypedef struct Future:
-    # A neighbour's constant-velocity future: position at t = 0, velocity, heading, half extents.
+    # A neighbour's constant-velocity future: position at t = 0, velocity, heading, half extents;
+    # ``close``: already within the margin of the vehicle's body (its veto then uses the bare body).
     double x, y, vx, vy, c, s, hl, hw
+    bint close
 
 
 ctypedef struct Rollout:
@@ -103,9 +105,11 @@ ctypedef struct Rollout:
     double lane_keep           # 1 - mean lateral distance from the present lane's centre (lane widths)
 
 
-cdef inline int _gather(Agent* agents, Py_ssize_t n, Py_ssize_t i, double reach, Future* fut) noexcept nogil:
+cdef inline int _gather(Agent* agents, Py_ssize_t n, Py_ssize_t i, double reach, double margin,
+                        Future* fut) noexcept nogil:
     """The nearest agents that could meet vehicle i within ``reach`` seconds (both moving at their
-    speed), at most PLAN_NEIGHBOURS, nearest first; those touching it now are left out."""
+    speed), at most PLAN_NEIGHBOURS, nearest first; those touching it now are left out, those within
+    ``margin`` of its body marked ``close``."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
     cdef Py_ssize_t j
@@ -134,6 +138,8 @@ cdef inline int _gather(Agent* agents, Py_ssize_t n, Py_ssize_t i, double reach,
         f.vx = b.speed * b.cos_h
         f.vy = b.speed * b.sin_h
         f.hl, f.hw = 0.5 * b.length, 0.5 * b.width
+        f.close = obb_overlap_cs(a.x, a.y, a.cos_h, a.sin_h, 0.5 * a.length + margin, 0.5 * a.width + margin,
+                                 b.x, b.y, b.cos_h, b.sin_h, f.hl, f.hw)
         k = cnt if cnt < PLAN_NEIGHBOURS else PLAN_NEIGHBOURS - 1
         while k > 0 and d2[k - 1] > dd:
             if k < PLAN_NEIGHBOURS:
@@ -174,6 +180,8 @@ cdef inline bint _lateral_target(const MapC* m, Agent* a, double offset, int lef
     cdef int side = 0 if fabs(offset) <= 0.5 else (1 if offset > 0 else -1)
     cdef double w = m.lane_width[a.lane], wt, hi, lo, hw = 0.5 * a.width
     lane[0] = a.lane
+    d1[0] = 0.0
+    residual[0] = 0.0
     wt = w
     if side != 0:
         lane[0] = left if side > 0 else right
@@ -253,7 +261,8 @@ cdef inline void _rollout(const MapC* m, Agent* a, const Route* route, const Fut
             if fabs(lat) - elat >= hw + pp.margin or fabs(lon) - elon >= hl + pp.margin:
                 pass
             elif (lon > 0 or sideways) and k > 0 and obb_overlap_cs(
-                    x, y, c, sn, hl, hw + pp.margin, bx, by, fut[j].c, fut[j].s, fut[j].hl, fut[j].hw):
+                    x, y, c, sn, hl, hw if fut[j].close else hw + pp.margin, bx, by, fut[j].c, fut[j].s,
+                    fut[j].hl, fut[j].hw):
                 if not out.vetoed:
                     out.vetoed = True
                     out.first_hit = t
@@ -293,6 +302,7 @@ cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     cdef int order[PLAN_MAX_OFFSETS]
     cdef int lanes[PLAN_MAX_OFFSETS]
     cdef double resid[PLAN_MAX_OFFSETS]
+    cdef double target[PLAN_MAX_OFFSETS]
     cdef bint drivable[PLAN_MAX_OFFSETS]
     cdef Route route
     cdef int nf, oi, o, q, k, best = -1, lane, left, right
@@ -300,7 +310,7 @@ cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     cdef double s, fx, fy, tc, ts, limit = m.lane_speed[a.lane]
     if a.route_lane < 0:
         a.route_lane = _route_next(m, rng, a.lane)
-    nf = _gather(agents, n, i, pp.reach, fut)
+    nf = _gather(agents, n, i, pp.reach, pp.margin, fut)
     _route_build(m, a, &route)
     lane_point(m, a.lane, a.lane_s, &x, &y, &z, &hd)
     d0 = -(a.x - x) * sin(hd) + (a.y - y) * cos(hd)
@@ -316,6 +326,7 @@ cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     for oi in range(pp.n_offsets):
         o = order[oi]
         drivable[oi] = _lateral_target(m, a, pp.offsets[o], left, right, &lanes[oi], &d1, &resid[oi])
+        target[oi] = d1
         for q in range(pp.n_speeds):
             k = oi * pp.n_speeds + q
             if not drivable[oi]:
@@ -352,9 +363,12 @@ cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     ps.speed_factor = pp.speeds[best % pp.n_speeds]
     ps.lat_off = resid[oi]
     lane = lanes[oi]
+    if fabs(target[oi] - d0) > 0.5:
+        # A lateral move: pure pursuit with the lane change's longer lookahead makes it as gradual as
+        # the simulated one (until the vehicle settles at its offset; lanechange.lane_change).
+        a.lc_reach = pp.lc_lookahead
     if lane != a.lane and _lane_foot(m, lane, a.x, a.y, &s, &fx, &fy, &tc, &ts):
         a.lane = lane
         a.lane_s = s
         a.route_lane = _route_next(m, rng, lane)
-        a.lc_reach = pp.lc_lookahead
         ps.stats[PST_LANE_CHANGES] += 1

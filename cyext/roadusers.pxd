@@ -405,4 +405,4 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     _advance_route(m, a, rng, L, _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
     if p.lc.enabled or v0_factor >= 0:  # a planner vehicle's crossing ends as a lane change's does
         lane_change(m, agents, n, i, &p.lc, ld.who if v0_factor < 0 else -1, ld.gap, v0, T, amax, bcomf, s0,
-                    p.delta, rng, dt)
+                    p.delta, rng, dt, lat_off)
