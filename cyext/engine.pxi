@@ -548,7 +548,8 @@ cdef class Engine:
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
         optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
         for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
-        1 assertive, 2 cautious), ``kind`` (a static actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,
+        1 assertive, 2 cautious; ``planner`` True makes it planner-driven, planner.pxd), ``kind`` (a static
+        actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,
         ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         ``seed``: an integer in [0, 2**64) for the world's generator.
