@@ -83,7 +83,10 @@ cdef class Engine:
     cdef IdmParams idmp
     cdef double idm_fraction, idm_fraction_hi   # range of the IDM share (drawn per world at reset)
     cdef double worker_prob_hi               # top of statp.worker_prob's range
-    cdef double* mix_draws                   # [W, 2]: this episode's IDM share and worker probability
+    cdef double* mix_draws                   # [W, 3]: this episode's IDM share, worker probability, planner share
+    cdef double planner_fraction, planner_fraction_hi   # range of the planner share of IDM vehicles
+    cdef PlannerParams planp                 # planner-driven traffic (planner.pxd)
+    cdef PlanState* plan                     # [W * max_agents]: per-row planner state (on for planner vehicles)
     cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)
     cdef PedState* ped                       # [W * max_agents]: their per-row state
     cdef long long* ped_stats                # [W, N_PED_STATS]
@@ -217,7 +220,9 @@ cdef class Engine:
         self.ped = <PedState*>_ptr_mut(b["ped_state"])
         self.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
         b["ped_rates"] = np.zeros((W, 2), np.float64)
-        b["mix_draws"] = np.zeros((W, 2), np.float64)
+        b["mix_draws"] = np.zeros((W, 3), np.float64)
+        b["plan_state"] = np.zeros(W * A * sizeof(PlanState), np.uint8)
+        self.plan = <PlanState*>_ptr_mut(b["plan_state"])
         self.mix_draws = <double*>_ptr_mut(b["mix_draws"])
         self.ped_rates = <double*>_ptr_mut(b["ped_rates"])
         self.s_cap = self.g_cap = self.i_cap = 0
@@ -278,9 +283,10 @@ cdef class Engine:
 
     @property
     def episode_mix(self):
-        """Per-world shares of this episode, float64 ``[W, 2]``: the IDM share of background vehicles
-        and the probability that a construction zone has workers, each drawn at the world's reset from
-        its configured range (``RoadUsersConfig.idm_fraction`` / ``worker_prob``; a read-only view)."""
+        """Per-world shares of this episode, float64 ``[W, 3]``: the IDM share of background vehicles,
+        the probability that a construction zone has workers and the planner share of the IDM
+        vehicles, each drawn at the world's reset from its configured range
+        (``RoadUsersConfig.idm_fraction`` / ``worker_prob`` / ``planner_fraction``; a read-only view)."""
         v = self._buffers["mix_draws"].view()
         v.flags.writeable = False
         return v
@@ -515,6 +521,20 @@ cdef class Engine:
         step's flags ``collided offroad wrong_way red_light ran_stop_line goal_reached`` (int32)."""
         return _agents_view(self)
 
+    def planner_state(self, int world):
+        """A copy of world ``world``'s planner state, per agent row (``[n_agents]`` arrays; planner.pxd):
+        ``planner`` (bool, a planner-driven IDM vehicle), ``speed_factor`` (its plan's target speed as a
+        fraction of the speed limit), ``lat_off`` (its plan's offset from its lane's centre, m, left
+        positive), ``choice`` (the winning proposal, offset index * number of speeds + speed index in
+        the configured order after sorting offsets by size and speeds fastest first; -1 before its
+        first plan), ``score``, and the counters since the reset ``replans``, ``lane_changes``,
+        ``all_vetoed`` (int64)."""
+        self._enter()
+        try:
+            return _planner_state(self, world)
+        finally:
+            self._busy = False
+
     @property
     def n_agents_per_world(self):
         """Agents placed in each world, int32 ``[W]`` (a read-only view)."""
@@ -528,7 +548,8 @@ cdef class Engine:
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
         optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
         for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
-        1 assertive, 2 cautious), ``kind`` (a static actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,
+        1 assertive, 2 cautious; ``planner`` True makes it planner-driven, planner.pxd), ``kind`` (a static
+        actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,
         ``kin`` (4 values),
         ``rw`` ({reward parameter name: value}). Unspecified reward parameters are sampled as at reset.
         ``seed``: an integer in [0, 2**64) for the world's generator.

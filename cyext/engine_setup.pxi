@@ -67,6 +67,7 @@ cdef _load_tables(Engine e, cfg, tb):
     e.idmp.side_margin = idm.side_margin
     _load_road_users(e, cfg)
     _load_lane_change(e, cfg.road_users, idm)
+    _load_planner(e, cfg.road_users)
     _load_pedestrians(e, cfg.road_users.pedestrians)
     sg = cfg.signals
     e.sigp.controller = int(sg.controller)

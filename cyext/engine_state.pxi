@@ -81,3 +81,25 @@ cdef _agents_view(Engine e):
     view = e._agent_store.view(dt).reshape(e.num_worlds, e.max_agents)
     view.flags.writeable = False
     return view
+
+cdef _planner_state(Engine e, int world):
+    if not 0 <= world < e.num_worlds:
+        raise ValueError(f"world must lie in [0, {e.num_worlds})")
+    cdef Py_ssize_t n = e.n_agents[world], i
+    cdef PlanState* ps
+    out = {"planner": np.zeros(n, np.bool_), "speed_factor": np.zeros(n), "lat_off": np.zeros(n),
+           "choice": np.full(n, -1, np.int64), "score": np.zeros(n), "replans": np.zeros(n, np.int64),
+           "lane_changes": np.zeros(n, np.int64), "all_vetoed": np.zeros(n, np.int64)}
+    for i in range(n):
+        ps = &e.plan[world * e.max_agents + i]
+        if not ps.on:
+            continue
+        out["planner"][i] = True
+        out["speed_factor"][i] = ps.speed_factor
+        out["lat_off"][i] = ps.lat_off
+        out["choice"][i] = ps.choice
+        out["score"][i] = ps.score
+        out["replans"][i] = ps.stats[0]
+        out["lane_changes"][i] = ps.stats[1]
+        out["all_vetoed"][i] = ps.stats[2]
+    return out

@@ -60,6 +60,7 @@ cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexc
     dx = q[3] - q[0]
     dy = q[4] - q[1]
     a.role = ROLE_IDM
+    memset(&e.plan[w * e.max_agents + e.slot_of[r]], 0, sizeof(PlanState))  # an IDM vehicle, not a planner
     a.lane = e.wmap[w].lanes.seg_row[s]
     a.lane_s = e.wmap[w].lanes.seg_s0[s] + t * sqrt(dx * dx + dy * dy)
     a.route_lane = -1

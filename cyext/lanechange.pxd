@@ -121,10 +121,11 @@ cdef inline bint _lane_free(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize
 
 cdef inline void lane_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const LaneChangeParams* p,
                              Py_ssize_t who, double gap, double v0, double T, double amax, double bcomf, double s0,
-                             double delta, Rng* rng, double dt) noexcept nogil:
+                             double delta, Rng* rng, double dt, double lat_off=0.0) noexcept nogil:
     """After vehicle i's IDM step, whose nearest constraint was agent ``who`` (-1: a stopping point)
     ``gap`` metres of travel ahead: count down its cooldown, end its crossing once it is settled on
-    its lane, and change lane when an obstacle at rest blocks it and a neighbour lane is free."""
+    its lane (``lat_off`` metres left of its centre for a planner vehicle, ``planner.pxd``), and change
+    lane when an obstacle at rest blocks it and a neighbour lane is free."""
     cdef Agent* a = &agents[i]
     cdef int side, lane
     cdef double s, fx, fy, tc, ts, x, y, z, h, d, v = a.speed if a.speed > 0 else 0.0
@@ -132,7 +133,7 @@ cdef inline void lane_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
         a.lc_wait -= dt
     if a.lc_reach > 0:
         lane_point(m, a.lane, a.lane_s, &x, &y, &z, &h)
-        if fabs(-(a.x - x) * a.sin_h + (a.y - y) * a.cos_h) < p.settle:
+        if fabs(-(a.x - x) * a.sin_h + (a.y - y) * a.cos_h - lat_off) < p.settle:
             a.lc_reach = 0.0
     if a.lc_wait > 0 or who < 0 or agents[who].role != ROLE_STATIC or gap > p.trigger_dist or \
             m.lane_inter[a.lane] >= 0:

@@ -44,6 +44,8 @@ cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
             a.lane_s = float(q["s"][0])
             a.route_lane = -1
             a.idm_mode = int(spec.get("idm_mode", 0))
+            if spec.get("planner", False):
+                _make_planner(e, world, i)
         elif controlled and slot < e.slots_per_world:
             a.role = ROLE_CONTROLLED
             a.slot = slot
@@ -57,6 +59,14 @@ cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
         e.n_agents[world] = i + 1
     with nogil:
         _finish_reset(e, world)
+
+cdef void _make_planner(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
+    """Row i of world w (an IDM vehicle) becomes planner-driven; it plans on its first step."""
+    cdef PlanState* ps = &e.plan[w * e.max_agents + i]
+    memset(ps, 0, sizeof(PlanState))
+    ps.on = 1
+    ps.choice = -1
+    ps.speed_factor = e.planp.speeds[0]
 
 cdef double _normalize_rw(Engine e, int c, int k, double v) noexcept nogil:
     cdef double lo = e.rlo[c * N_REWARD + k], hi = e.rhi[c * N_REWARD + k]
@@ -98,8 +108,11 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
     # This episode's pedestrian rates: drawn only from a range, so a fixed rate draws nothing.
     e.ped_rates[2 * w] = rng_episode_value(&e.rngs[w], e.pedp.rate, e.pedp.rate_hi)
     e.ped_rates[2 * w + 1] = rng_episode_value(&e.rngs[w], e.pedp.jaywalk_rate, e.pedp.jaywalk_rate_hi)
-    e.mix_draws[2 * w] = rng_episode_value(&e.rngs[w], e.idm_fraction, e.idm_fraction_hi)
-    e.mix_draws[2 * w + 1] = rng_episode_value(&e.rngs[w], e.statp.worker_prob, e.worker_prob_hi)
+    e.mix_draws[3 * w] = rng_episode_value(&e.rngs[w], e.idm_fraction, e.idm_fraction_hi)
+    e.mix_draws[3 * w + 1] = rng_episode_value(&e.rngs[w], e.statp.worker_prob, e.worker_prob_hi)
+    # Drawn only from a range (a fixed share, 0 by default, draws nothing).
+    e.mix_draws[3 * w + 2] = rng_episode_value(&e.rngs[w], e.planner_fraction, e.planner_fraction_hi)
+    memset(&e.plan[w * e.max_agents], 0, e.max_agents * sizeof(PlanState))
     e.n_agents[w] = 0
     memset(&e.agents[w * e.max_agents], 0, e.max_agents * sizeof(Agent))
     pedestrians_reset(&e.ped[w * e.max_agents], e.max_agents, &e.ped_stats[w * N_PED_STATS])
@@ -247,7 +260,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     # Static actors first (issue 16), so the agents below are placed clear of them; they leave room
     # for the most agents a world may draw.
     sp = e.statp
-    sp.worker_prob = e.mix_draws[2 * w + 1]
+    sp.worker_prob = e.mix_draws[3 * w + 1]
     n = place_static_actors(m, rng, &e.agents[base], 0, e.max_agents - e.n_max, &sp, e.cp, e.z_gate)
     for k in range(target):
         if n >= e.max_agents:
@@ -285,10 +298,14 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
             else:
                 a.goal_x = a.x
                 a.goal_y = a.y
-                if c <= CLS_BUS and e.mix_draws[2 * w] > 0 and rng_uniform(rng) < e.mix_draws[2 * w]:
+                if c <= CLS_BUS and e.mix_draws[3 * w] > 0 and rng_uniform(rng) < e.mix_draws[3 * w]:
                     a.role = ROLE_IDM
                     a.idm_mode = idm_draw_mode(rng, &e.idmp)
                     a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
+                    # A share of the IDM vehicles is planner-driven (planner.pxd): a draw only when
+                    # the share is above 0, so IDM-only worlds draw what they always drew.
+                    if e.mix_draws[3 * w + 2] > 0 and rng_uniform(rng) < e.mix_draws[3 * w + 2]:
+                        _make_planner(e, w, n)
             n += 1
             break
     e.n_agents[w] = <int>n

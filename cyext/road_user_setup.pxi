@@ -31,6 +31,39 @@ cdef _load_road_users(Engine e, cfg):
     p.tries = ru.static_tries
 
 
+cdef _load_planner(Engine e, ru):
+    """Planner-driven traffic (``RoadUsersConfig.planner_*``; planner.pxd). The offsets are stored
+    by size, the left one of a pair first, so keeping the lane (offset 0) is evaluated first; the
+    speeds fastest first."""
+    cdef PlannerParams* p = &e.planp
+    e.planner_fraction, e.planner_fraction_hi = ru.prob_range("planner_fraction")
+    offsets = sorted((float(o) for o in ru.planner_offsets), key=lambda o: (abs(o), -o))
+    speeds = sorted((float(v) for v in ru.planner_speeds), reverse=True)
+    if len(offsets) > PLAN_MAX_OFFSETS or len(speeds) > PLAN_MAX_SPEEDS or offsets[0] != 0.0:
+        raise ValueError(f"road_users.planner_offsets / planner_speeds: at most {PLAN_MAX_OFFSETS} offsets "
+                         f"including 0 and {PLAN_MAX_SPEEDS} speeds")
+    p.n_offsets = len(offsets)
+    p.n_speeds = len(speeds)
+    for k, o in enumerate(offsets):
+        p.offsets[k] = o
+    for k, v in enumerate(speeds):
+        p.speeds[k] = v
+    p.interval = ru.planner_interval
+    p.horizon = ru.planner_horizon
+    p.resolution = ru.planner_resolution
+    p.n_steps = int(round(ru.planner_horizon / ru.planner_resolution))
+    if not 1 <= p.n_steps <= PLAN_MAX_STEPS:
+        raise ValueError(f"road_users.planner_horizon / planner_resolution: 1 to {PLAN_MAX_STEPS} steps, "
+                         f"got {p.n_steps}")
+    p.w_progress, p.w_ttc, p.w_comfort, p.w_lane = ru.planner_weights
+    p.ttc_threshold = ru.planner_ttc
+    p.min_progress = ru.planner_min_progress
+    p.margin = ru.planner_margin
+    p.lateral_time = ru.planner_lateral_time
+    p.reach = ru.planner_horizon
+    p.lc_lookahead = ru.lane_change_lookahead
+
+
 cdef _load_pedestrians(Engine e, pc):
     """Pedestrian generators (``PedestrianConfig``) and the IDM vehicles' yielding to pedestrians."""
     cdef PedParams* p = &e.pedp

@@ -367,8 +367,13 @@ cdef inline void _advance_route(const MapC* m, Agent* a, Rng* rng, double L, dou
 
 
 cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
-                          const IdmParams* p, const unsigned char* sl_state, Rng* rng, double dt) noexcept nogil:
-    """One step of IDM vehicle ``agents[i]`` (the named steps of this module's header, in order)."""
+                          const IdmParams* p, const unsigned char* sl_state, Rng* rng, double dt,
+                          double v0_factor=-1.0, double lat_off=0.0) noexcept nogil:
+    """One step of IDM vehicle ``agents[i]`` (the named steps of this module's header, in order). A
+    planner vehicle (``planner.pxd``) passes the target speed it tracks as ``v0_factor`` (a fraction
+    of the lane's limit, replacing its mode's ``v0_scale``; negative for an IDM vehicle) and its
+    lateral offset from the lane centre ``lat_off`` (m, left positive); its lane changes are the
+    planner's, so the rule-based change is not considered for it."""
     cdef Agent* a = &agents[i]
     cdef int mode
     cdef double v = a.speed if a.speed > 0 else 0.0, v0, T, amax, bcomf, s0, acc, L, dist_bar, v1, a_curve
@@ -381,14 +386,14 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     if rng_uniform(rng) < p.reroll_prob:
         a.idm_mode = idm_draw_mode(rng, p)
     mode = a.idm_mode
-    v0 = p.v0_scale[mode] * m.lane_speed[a.lane]
+    v0 = (p.v0_scale[mode] if v0_factor < 0 else v0_factor) * m.lane_speed[a.lane]
     T = p.time_headway[mode]
     amax = p.max_accel[mode]
     bcomf = p.comfort_decel[mode]
     s0 = p.min_gap[mode]
     if a.route_lane < 0:
         a.route_lane = _route_next(m, rng, a.lane)
-    _predict(m, a, _kappa_max(a, cp_all), p.lookahead, &sw)
+    _predict(m, a, _kappa_max(a, cp_all), p.lookahead, &sw, lat_off)
     _leader_gap(m, agents, n, i, &sw, p, v, &ld)
     L = lane_length(m, a.lane)
     dist_bar = L - a.lane_s - 0.5 * a.length
@@ -404,5 +409,6 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     if v1 < 0:
         v1 = 0.0
     _advance_route(m, a, rng, L, _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
-    if p.lc.enabled:
-        lane_change(m, agents, n, i, &p.lc, ld.who, ld.gap, v0, T, amax, bcomf, s0, p.delta, rng, dt)
+    if p.lc.enabled or v0_factor >= 0:  # a planner vehicle's crossing ends as a lane change's does
+        lane_change(m, agents, n, i, &p.lc, ld.who if v0_factor < 0 else -1, ld.gap, v0, T, amax, bcomf, s0,
+                    p.delta, rng, dt, lat_off)

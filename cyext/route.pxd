@@ -10,7 +10,7 @@ swings out in a turn, as a real truck's does. The prediction uses the same law, 
 included, so a long vehicle that cannot follow a tight curve is predicted to swing wide as it will.
 """
 
-from libc.math cimport tan
+from libc.math cimport tan, sqrt
 from common cimport Agent, MapC, CP_STEERMAX, N_CP
 from scene cimport lane_length, lane_segment_at
 from rng cimport Rng, rng_int
@@ -144,9 +144,31 @@ cdef inline double _pursuit(const MapC* m, const Route* r, Cursor* cur, double s
     return 2.0 * (c * dy - sn * dx) / d2
 
 
-cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sweep* sw) noexcept nogil:
+cdef inline double _pursuit_offset(const MapC* m, const Route* r, Cursor* cur, double s_target, double lat_off,
+                                   double x, double y, double c, double sn) noexcept nogil:
+    """``_pursuit`` towards the route point ``lat_off`` metres left of the route (a planner vehicle's
+    lateral offset, ``planner.pxd``)."""
+    cdef double tx, ty, dx, dy, d2, ex, ey, n
+    _route_xy(m, r, cur, s_target, &tx, &ty)
+    ex = m.lane_pts[3 * cur.q + 3] - m.lane_pts[3 * cur.q]
+    ey = m.lane_pts[3 * cur.q + 4] - m.lane_pts[3 * cur.q + 1]
+    n = sqrt(ex * ex + ey * ey)
+    if n > 1e-9:
+        tx -= lat_off * ey / n
+        ty += lat_off * ex / n
+    dx = tx - x
+    dy = ty - y
+    d2 = dx * dx + dy * dy
+    if d2 < 1e-6:
+        return 0.0
+    return 2.0 * (c * dy - sn * dx) / d2
+
+
+cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sweep* sw,
+                          double lat_off=0.0) noexcept nogil:
     """Poses of the vehicle over the next ``reach`` metres of its decided route under pure pursuit
-    at the lookahead of its present speed."""
+    at the lookahead of its present speed, towards the route's centre or ``lat_off`` metres left of
+    it (a planner vehicle's offset)."""
     cdef Route route
     cdef Cursor cur
     cdef int k
@@ -163,7 +185,11 @@ cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sw
         if sw.d[k - 1] > reach:
             break
         ds = PATH_STEP_DM * (0.02 if k <= FINE_POINTS else 0.1)
-        kappa = clip(_pursuit(m, &route, &cur, s_rear + sw.d[k - 1] + ld, xr, yr, c, sn), -kmax, kmax)
+        if lat_off != 0.0:
+            kappa = clip(_pursuit_offset(m, &route, &cur, s_rear + sw.d[k - 1] + ld, lat_off, xr, yr, c, sn),
+                         -kmax, kmax)
+        else:
+            kappa = clip(_pursuit(m, &route, &cur, s_rear + sw.d[k - 1] + ld, xr, yr, c, sn), -kmax, kmax)
         # The rear axle advances ds along the arc of curvature kappa: half the turn h is at most
         # ~0.2 rad, where these series are exact to 1e-7.
         h = 0.5 * kappa * ds

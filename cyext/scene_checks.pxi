@@ -11,7 +11,7 @@ from collections.abc import Mapping as _Mapping
 
 # Keys a scene spec may hold (documented in Engine.set_scene).
 SCENE_KEYS = ("cls", "x", "y", "heading", "z", "speed", "length", "width", "height", "controlled", "idm",
-              "idm_mode", "goal", "goal_hidden", "kin", "rw")
+              "idm_mode", "planner", "goal", "goal_hidden", "kin", "rw")
 _SCENE_REQUIRED = ("cls", "x", "y", "heading")
 N_IDM_MODES = 3       # IDM_MODE 0 default, 1 assertive, 2 cautious (roadusers.pxd)
 MAX_SEED = 2 ** 64 - 1
@@ -143,9 +143,11 @@ cdef list _checked_scene(Engine e, int world, agents):
         for key in ("length", "width", "height"):
             if key in spec:
                 s[key] = _finite(spec, i, key, True)
-        for key in ("controlled", "idm", "goal_hidden"):
+        for key in ("controlled", "idm", "planner", "goal_hidden"):
             if key in spec:
                 s[key] = _flag(spec, i, key)
+        if s.get("planner", False) and not s.get("idm", False):
+            raise ValueError(f"agents[{i}].planner: a planner vehicle is an IDM vehicle; set idm too")
         if "idm_mode" in spec:
             s["idm_mode"] = _index(spec, i, "idm_mode", N_IDM_MODES, "IDM mode (0 default, 1 assertive, 2 cautious)")
         if "goal" in spec:

@@ -67,7 +67,10 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
         elif a.role == ROLE_IDM:
             front_centre(a, &a.front_x, &a.front_y)
             prev_lane = a.lane
-            idm_step(m, &e.agents[base], n, i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt)
+            if e.plan[base + i].on:
+                _planner_drive(e, w, i, st)
+            else:
+                idm_step(m, &e.agents[base], n, i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt)
             memset(&ev, 0, sizeof(StepEvents))
             traffic_rules(m, a, prev_lane, st.sl, &e.stop_rules, &e.rngs[w], e.dt, &ev)
         elif a.role == ROLE_LOG:
@@ -79,6 +82,24 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
                 a.speed = trk[4] * a.cos_h + trk[5] * a.sin_h
             else:
                 a.alive = 0
+
+cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+    """A planner vehicle (planner.pxd): a new plan when its interval has run out, then the IDM step
+    tracking the plan's target speed and lateral offset."""
+    cdef Py_ssize_t base = w * e.max_agents
+    cdef Agent* a = &e.agents[base + i]
+    cdef PlanState* ps = &e.plan[base + i]
+    cdef int mode = a.idm_mode
+    ps.timer -= e.dt
+    if ps.timer <= 1e-9:
+        ps.timer += e.planp.interval
+        if ps.timer <= 1e-9:
+            ps.timer = e.planp.interval
+        plan_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, ps, &e.planp, &e.cp[a.cls * N_CP],
+                  e.idmp.time_headway[mode], e.idmp.max_accel[mode], e.idmp.comfort_decel[mode],
+                  e.idmp.min_gap[mode], e.idmp.delta, e.idmp.max_decel, &e.rngs[w])
+    idm_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt,
+             ps.speed_factor, ps.lat_off)
 
 cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
     """Rules, reward, counters and consequences for every live controlled agent; IDM vehicles

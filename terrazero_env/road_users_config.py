@@ -166,6 +166,43 @@ class RoadUsersConfig:
     lane_change_margin: float = 0.3
     """Lateral clearance (m) the vehicle's corridor in the new lane keeps from agents beside it, in
     [0, 5] (ours)."""
+    # -- planner-driven traffic (PDM-Closed style; cyext/planner.pxd) -----------------------------------
+    planner_fraction: float | tuple[float, float] = 0.0
+    """Share in [0, 1] of the IDM vehicles driven by the closed-loop planner in the style of PDM-Closed
+    (section 4.4, "reactive vehicles"; Dauner et al. 2023), or a ``(min, max)`` range from which each
+    world draws its share at reset; 0 (the default) turns planner traffic off and draws nothing (ours).
+    A planner vehicle looks like an IDM vehicle to the policy."""
+    planner_interval: float = 1.0
+    """Seconds between two plans of a planner vehicle, in [0.1, 10]; between plans it tracks the last
+    winner (the issue's 1 s; PDM-Closed replans every 0.1 s)."""
+    planner_horizon: float = 4.0
+    """Seconds each proposal is forward-simulated, in (0, 10] (PDM-Closed: 4 s)."""
+    planner_resolution: float = 0.2
+    """Seconds per simulated step, in [0.05, 1]; horizon / resolution must be 1 to 60 steps (ours;
+    PDM-Closed simulates at 0.1 s)."""
+    planner_offsets: tuple[float, ...] = (-1.0, 0.0, 1.0)
+    """Lateral offsets of the proposals in lane widths from the centre of the vehicle's lane, left
+    positive, 1 to 5 distinct values in [-1.5, 1.5] including 0: beyond half a lane the vehicle moves
+    to the neighbour lane on that side, so +-1 is a lane change (to overtake) and +-0.5 a nudge over
+    the line (ours; PDM-Closed offsets its centreline by +-1 m, which cannot clear a blocked lane)."""
+    planner_speeds: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    """Target speeds of the proposals' IDM law as fractions of the lane's speed limit, 1 to 8 distinct
+    values in [0, 1.5] (PDM-Closed: 20%, 40%, ..., 100%)."""
+    planner_weights: tuple[float, float, float, float] = (5.0, 5.0, 2.0, 2.0)
+    """Score weights (progress, time to collision, comfort, lane keeping), non-negative, not all zero
+    (PDM-Closed weights progress 5, TTC 5, comfort 2; lane keeping, which PDM-Closed leaves to its
+    centreline, is ours)."""
+    planner_ttc: float = 0.95
+    """A proposal scores on time to collision when the least TTC to its corridor's leader stays above
+    this (s), in [0, 10] (nuPlan's closed-loop score: 0.95 s)."""
+    planner_min_progress: float = 5.0
+    """Progress scores relative to the best proposal's unless that is under this (m), when every
+    proposal scores 1 on progress, in [0, 100] (PDM-Closed / nuPlan: 5 m)."""
+    planner_margin: float = 0.3
+    """Lateral clearance (m) of a proposal's corridor and of its collision veto, in [0, 2] (ours)."""
+    planner_lateral_time: float = 3.0
+    """Seconds a proposal's simulated lateral move (a smoothstep) takes, in [0.5, 10] (ours)."""
+    # -- static actors -----------------------------------------------------------------------------
     parked: tuple[int, int] = (0, 0)
     """Rows of parked vehicles per world, a count or (min, max) in [0, 64] (section 4.4; ours)."""
     parked_row: tuple[int, int] = (1, 3)
@@ -207,7 +244,7 @@ class RoadUsersConfig:
     """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
 
     def __post_init__(self) -> None:
-        for name in ("idm_fraction", "worker_prob"):
+        for name in ("idm_fraction", "worker_prob", "planner_fraction"):
             v = getattr(self, name)
             if isinstance(v, (list, tuple)):
                 _set(self, name, check_pair(f"RoadUsersConfig.{name}", v, 0.0, 1.0))
@@ -237,13 +274,49 @@ class RoadUsersConfig:
                                              unit=" of metres"))
         check_float("RoadUsersConfig.static_clearance", self.static_clearance, 0.0, 10.0, unit=" of metres")
         check_int("RoadUsersConfig.static_tries", self.static_tries, 1, 1000)
+        self._check_planner()
         if not isinstance(self.pedestrians, PedestrianConfig):
             raise ValueError(f"RoadUsersConfig.pedestrians: a PedestrianConfig, got {type(self.pedestrians).__name__}")
 
+    def _check_planner(self) -> None:
+        """The ``planner_*`` fields (see their docstrings); errors name the field."""
+        for name, lo, hi, lo_open in (("planner_interval", 0.1, 10.0, False), ("planner_horizon", 0.0, 10.0, True),
+                                      ("planner_resolution", 0.05, 1.0, False), ("planner_ttc", 0.0, 10.0, False),
+                                      ("planner_min_progress", 0.0, 100.0, False), ("planner_margin", 0.0, 2.0, False),
+                                      ("planner_lateral_time", 0.5, 10.0, False)):
+            check_float(f"RoadUsersConfig.{name}", getattr(self, name), lo, hi, lo_open=lo_open)
+        steps = round(self.planner_horizon / self.planner_resolution)
+        if not 1 <= steps <= 60:
+            raise ValueError(f"RoadUsersConfig.planner_horizon: {self.planner_horizon!r} s at planner_resolution "
+                             f"{self.planner_resolution!r} s is {steps} steps; 1 to 60 allowed")
+        for name, n_max, lo, hi in (("planner_offsets", 5, -1.5, 1.5), ("planner_speeds", 8, 0.0, 1.5)):
+            vals = check_tuple(f"RoadUsersConfig.{name}", getattr(self, name), min_len=1)
+            if len(vals) > n_max:
+                raise ValueError(f"RoadUsersConfig.{name}: at most {n_max} values, got {len(vals)}")
+            for i, x in enumerate(vals):
+                check_float(f"RoadUsersConfig.{name}[{i}]", x, lo, hi)
+            if len(set(float(x) for x in vals)) != len(vals):
+                raise ValueError(f"RoadUsersConfig.{name}: values must be distinct, got {vals}")
+            _set(self, name, tuple(float(x) for x in vals))
+        if 0.0 not in self.planner_offsets:
+            raise ValueError(f"RoadUsersConfig.planner_offsets: must include 0 (keep the lane), got "
+                             f"{self.planner_offsets}")
+        if max(self.planner_speeds) <= 0:
+            raise ValueError(f"RoadUsersConfig.planner_speeds: at least one target speed above 0, got "
+                             f"{self.planner_speeds}")
+        w = check_tuple("RoadUsersConfig.planner_weights", self.planner_weights, 4)
+        for i, (x, what) in enumerate(zip(w, ("progress", "ttc", "comfort", "lane keeping"))):
+            check_float(f"RoadUsersConfig.planner_weights[{i}] ({what})", x, 0.0)
+        if sum(w) <= 0:
+            raise ValueError(f"RoadUsersConfig.planner_weights: 4 non-negative weights, not all zero, got {w}")
+        _set(self, "planner_weights", tuple(float(x) for x in w))
+
     def prob_range(self, name: str) -> tuple[float, float]:
-        """``(min, max)`` of ``idm_fraction`` or ``worker_prob`` (a fixed value gives ``(p, p)``)."""
-        if name not in ("idm_fraction", "worker_prob"):
-            raise ValueError(f"RoadUsersConfig.prob_range: no share named {name!r} (idm_fraction, worker_prob)")
+        """``(min, max)`` of ``idm_fraction``, ``worker_prob`` or ``planner_fraction`` (a fixed value gives
+        ``(p, p)``)."""
+        if name not in ("idm_fraction", "worker_prob", "planner_fraction"):
+            raise ValueError(f"RoadUsersConfig.prob_range: no share named {name!r} "
+                             "(idm_fraction, worker_prob, planner_fraction)")
         v = getattr(self, name)
         return (float(v[0]), float(v[1])) if isinstance(v, tuple) else (float(v), float(v))
 
