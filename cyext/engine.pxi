@@ -501,7 +501,8 @@ cdef class Engine:
         return own / self.num_worlds
 
     def agent_states(self, int world):
-        """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering)."""
+        """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering);
+        ``log_index`` is the logged track an agent of a log scene started from, -1 for others."""
         self._enter()
         try:
             return _agent_states(self, world)

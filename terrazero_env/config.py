@@ -38,8 +38,8 @@ from .class_config import (
 )
 from .config_checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
 from .config_checks import set_field as _set
-from .maps.schema import AgentType
 from .log_roles import LogRoles, check_log_roles, log_role_table
+from .maps.schema import AgentType
 from .road_users_config import (
     CrossingGroup,
     PedestrianConfig,

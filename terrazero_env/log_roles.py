@@ -87,7 +87,10 @@ def check_log_roles(where: str, value: Any, controlled: tuple[bool, ...]) -> tup
             unknown = set(x) - set(_names())
             if unknown:
                 raise ValueError(f"{at}: unknown roles {sorted(map(str, unknown))} (known: {list(_names())})")
-            x = LogRoles(**{k: x[k] for k in _names() if k in x})
+            try:
+                x = LogRoles(**{k: x[k] for k in _names() if k in x})
+            except ValueError as err:  # named as this entry, not as a bare LogRoles
+                raise ValueError(str(err).replace("LogRoles", at, 1)) from None
         if x is not None and not isinstance(x, LogRoles):
             raise ValueError(f"{at}: a LogRoles, a mapping of its fields {list(_names())} or None, got {x!r}")
         if x is not None:
