@@ -11,7 +11,9 @@ A config file lists only what differs from the defaults (``EngineConfig()``, the
 
 Enums are written by lower-case name, per-class tuples as ``{car: ..., truck: ..., ...}`` mappings,
 and each reward parameter as ``{vehicle: ..., pedestrian: ..., cyclist: ...}`` where a setting is a
-number (fixed), ``[min, max]`` (sampled per agent) or ``null`` (off).
+number (fixed), ``[min, max]`` (sampled per agent) or ``null`` (off). ``init.log_roles`` is written per
+class as role weights, ``{car: {replay: 1, idm: 1}, cyclist: {replay: 1}}``; a class left out keeps its
+entry, and a class given is replaced whole.
 
 Overrides use dotted names: ``obs.dtype="float16"``, ``init.num_agents=[4, 8]``,
 ``rewards.collision=[0, 3]`` (every column that is not null), ``rewards.collision.cyclist=null``,
