@@ -40,6 +40,14 @@ cdef enum:
     ROLE_JAYWALKER = 5         # rule-based pedestrian crossing mid-block (pedestrians.pxd)
     N_ROLES = 6
 
+# Roles a logged agent can take in a log or hybrid scene (TerraZero appendix D.2; the columns of
+# terrazero_env.config.LogRoles, in field order).
+cdef enum:
+    LOGROLE_REPLAY = 0         # replays its track exactly and leaves when the track ends (ROLE_LOG)
+    LOGROLE_IDM = 1            # the IDM driver from its logged state (ROLE_IDM; vehicles only)
+    LOGROLE_POLICY = 2         # the policy, towards its logged goal when reachable (ROLE_CONTROLLED)
+    N_LOG_ROLES = 3
+
 # Kinds of crossing group at a crosswalk (terrazero_env.config.CrossingGroup; pedestrians.pxd).
 cdef enum:
     GROUP_SINGLE = 0

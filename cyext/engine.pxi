@@ -54,6 +54,7 @@ cdef class Engine:
     cdef Agent* agents
     cdef Rng* rngs
     cdef MapC** wmap
+    cdef const unsigned char** wreach        # per world: its map's track_goal_reachable (appendix D.5)
     cdef int* t
     cdef int* n_agents
     cdef int* grid_head
@@ -118,6 +119,8 @@ cdef class Engine:
     cdef double class_weight[N_CLASSES]
     cdef unsigned char controlled_cls[N_CLASSES]
     cdef double goal_dropout[N_CLASSES]
+    cdef double log_role_w[N_CLASSES * N_LOG_ROLES]  # InitConfig.log_role_table(): weights of each role
+    cdef int log_role_only[N_CLASSES]        # the one role of a class with a single non-zero weight, else -1
     cdef double dt, wrong_way_angle, lane_max_dist, z_gate, agent_cell, noise_std, noise_clip, state_dropout
     cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, init_mode, goal_behavior
     cdef int n_min, n_max, tries, randomize_kin
@@ -128,6 +131,7 @@ cdef class Engine:
         self.agents = NULL
         self.rngs = NULL
         self.wmap = NULL
+        self.wreach = NULL
         self._buffers = None
         self._busy = False
 
@@ -157,13 +161,12 @@ cdef class Engine:
         self.agents = <Agent*>_ptr_mut(self._agent_store)
         self.rngs = <Rng*>calloc(W, sizeof(Rng))
         self.wmap = <MapC**>calloc(W, sizeof(MapC*))
-        if self.rngs == NULL or self.wmap == NULL:
+        self.wreach = <const unsigned char**>calloc(W, sizeof(unsigned char*))
+        if self.rngs == NULL or self.wmap == NULL or self.wreach == NULL:
             raise MemoryError("cannot allocate the engine's world state")
-        cdef RoadMap rm
         cdef Py_ssize_t w
         for w in range(W):
-            rm = self.road_maps[world_map[w]]
-            self.wmap[w] = &rm.c
+            _bind_map(self, w, self.road_maps[world_map[w]])
         dtype = np.float16 if o.dtype == "float16" else np.float32
         b = {
             "observations": np.zeros((W * K, self.obs_dim), dtype),
@@ -272,6 +275,7 @@ cdef class Engine:
     def __dealloc__(self):
         free(self.rngs)
         free(self.wmap)
+        free(self.wreach)
 
     @property
     def pedestrian_stats(self):
@@ -452,7 +456,6 @@ cdef class Engine:
             raise ValueError(f"world_ids must lie in [0, {self.num_worlds})")
         if len(road_maps) != ids.shape[0]:
             raise ValueError(f"one RoadMap per world id: {ids.shape[0]} ids, {len(road_maps)} maps")
-        cdef RoadMap rm
         for rm_obj in road_maps:
             if not isinstance(rm_obj, RoadMap):
                 raise TypeError(f"expected RoadMap objects, got {type(rm_obj).__name__}")
@@ -468,8 +471,7 @@ cdef class Engine:
         self._ensure_signal_capacity()
         cdef Py_ssize_t w_i
         for w_i in range(self.num_worlds):
-            rm = self.road_maps[self.world_map[w_i]]
-            self.wmap[w_i] = &rm.c
+            _bind_map(self, w_i, self.road_maps[self.world_map[w_i]])
 
     def get_state(self):
         """A copy of everything that evolves between resets and steps (agents, per-world random
@@ -505,7 +507,8 @@ cdef class Engine:
         return own / self.num_worlds
 
     def agent_states(self, int world):
-        """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering)."""
+        """A copy of world ``world``'s agents as a dict of arrays (for inspection and rendering);
+        ``log_index`` is the logged track an agent of a log scene started from, -1 for others."""
         self._enter()
         try:
             return _agent_states(self, world)

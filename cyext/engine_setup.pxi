@@ -2,6 +2,13 @@
 # tables (action grids, class parameters, reward ranges) and the config's scalar settings copied
 # into the engine's C arrays and fields. Called once from ``Engine.__init__``.
 
+cdef _bind_map(Engine e, Py_ssize_t w, RoadMap rm):
+    """World ``w`` runs on ``rm``: its map, and which of its logged goals are reachable along the lane
+    graph under this engine's lane tolerance (appendix D.5; computed once per map and kept by it)."""
+    e.wmap[w] = &rm.c
+    e.wreach[w] = _ptr_u8(rm.track_goal_reachable(e.lane_max_dist, e.z_gate))
+
+
 cdef _load_tables(Engine e, cfg, tb):
     """The engine tables (action grids, class parameters, reward ranges, class weights) and the scalar
     settings of the config, checked and copied into the engine's C arrays."""
@@ -28,6 +35,15 @@ cdef _load_tables(Engine e, cfg, tb):
         e.class_weight[c] = cfg.init.class_weights[c]
         e.controlled_cls[c] = 1 if cfg.init.controlled[c] else 0
         e.goal_dropout[c] = cfg.init.goal_dropout[c]
+    roles = np.asarray(cfg.init.log_role_table(), np.float64)
+    if roles.shape != (N_CLASSES, N_LOG_ROLES):
+        raise ValueError(f"InitConfig.log_role_table() must be [{N_CLASSES}, {N_LOG_ROLES}], got {roles.shape}")
+    for c in range(N_CLASSES):
+        for i in range(N_LOG_ROLES):
+            e.log_role_w[c * N_LOG_ROLES + i] = roles[c, i]
+        nz = np.flatnonzero(roles[c] > 0)
+        # A class with one possible role draws nothing from the generator (the default mix).
+        e.log_role_only[c] = int(nz[0]) if nz.size == 1 else -1
     # Agent-grid cells must exceed the sum of two half-diagonals plus the spawn clearance.
     longest = max(max(s.length[1], s.width[1]) * 1.5 for s in cfg.classes.values())
     e.agent_cell = max(16.0, 2.0 * longest + 2.0 * cfg.init.spawn_clearance + 1.0)

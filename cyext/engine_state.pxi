@@ -43,7 +43,7 @@ cdef _agent_states(Engine e, int world):
     cdef Agent* a
     names = ("x", "y", "z", "heading", "speed", "v_lat", "yaw_rate", "a_long", "a_lat", "j_long", "j_lat",
              "steer", "length", "width", "height", "goal_x", "goal_y", "lane", "lane_heading_res", "lane_lat",
-             "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way")
+             "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way", "log_index")
     out = {k: np.zeros(n) for k in names}
     out["kin"] = np.zeros((n, 4))
     out["rw"] = np.zeros((n, N_REWARD))
@@ -51,12 +51,12 @@ cdef _agent_states(Engine e, int world):
         a = &e.agents[world * e.max_agents + i]
         vals = (a.x, a.y, a.z, a.heading, a.speed, a.v_lat, a.yaw_rate, a.a_long, a.a_lat, a.j_long, a.j_lat,
                 a.steer, a.length, a.width, a.height, a.goal_x, a.goal_y, a.lane, a.lane_heading_res, a.lane_lat,
-                a.cls, a.role, a.slot, a.alive, a.goal_hidden, a.collided, a.offroad, a.wrong_way)
+                a.cls, a.role, a.slot, a.alive, a.goal_hidden, a.collided, a.offroad, a.wrong_way, a.log_index)
         for k, v in zip(names, vals):
             out[k][i] = v
         out["kin"][i] = [a.kin[0], a.kin[1], a.kin[2], a.kin[3]]
         out["rw"][i] = [a.rw[k] for k in range(N_REWARD)]
-    for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way"):
+    for k in ("lane", "cls", "role", "slot", "alive", "goal_hidden", "collided", "offroad", "wrong_way", "log_index"):
         out[k] = out[k].astype(np.int64)
     return out
 

@@ -5,7 +5,8 @@
 # ``_handed_progress`` (called from ``_judge_agents`` each step) accumulates that agent's steps,
 # distance and progress along the lane under it into the slot's ``episode_metrics`` row, measured as
 # for a controlled agent (metrics.pxd), so evaluation can compare a policy's progress with the IDM
-# driver's from the same start at no per-agent Python cost.
+# driver's from the same start at no per-agent Python cost. ``_become_idm`` is the hand-over itself,
+# shared with log scenes, where a logged agent may start as an IDM vehicle (placement.pxi).
 
 cdef str _handover_problem(Engine e, Py_ssize_t w, Py_ssize_t k):
     """Why slot ``k`` of world ``w`` cannot be handed to the IDM driver, or None when it can."""
@@ -51,14 +52,30 @@ cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexc
     """Make slot ``k``'s agent an IDM vehicle on the nearest lane (as ``set_scene`` places one), keep
     its slot for the progress bookkeeping, and clear the slot's metric row: from now on the row holds
     only what the IDM driver does. Checked by ``_handover_problem`` first."""
-    cdef Py_ssize_t r = w * e.slots_per_world + k, s
-    cdef Agent* a = &e.agents[w * e.max_agents + e.slot_of[r]]
+    cdef Py_ssize_t r = w * e.slots_per_world + k
+    _become_idm(e, w, &e.agents[w * e.max_agents + e.slot_of[r]], idm_mode, False)
+    e.nact[r] = 0
+    e.valid_p[r] = 0
+    e.term[r] = 0
+    e.trunc[r] = 0
+    memset(&e.em[r * N_EPISODE_METRICS], 0, N_EPISODE_METRICS * sizeof(float))
+
+
+cdef bint _become_idm(Engine e, Py_ssize_t w, Agent* a, int idm_mode, bint aligned) noexcept nogil:
+    """Make ``a`` an IDM vehicle from its present pose and speed, on the lane nearest to it (the route
+    starts there; ``idm_step`` picks the next lanes). False, with ``a`` unchanged, when no lane lies
+    within ``lane_max_distance`` or, with ``aligned``, when that lane runs against the agent's heading
+    (a logged agent handed over at reset, appendix D.2)."""
     cdef double d2, t = 0.0, dx, dy
     cdef const double* q
-    s = seggrid_nearest(&e.wmap[w].lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &d2, &t)
+    cdef Py_ssize_t s = seggrid_nearest(&e.wmap[w].lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &d2, &t)
+    if s < 0:
+        return False
     q = e.wmap[w].lanes.seg + 6 * s
     dx = q[3] - q[0]
     dy = q[4] - q[1]
+    if aligned and dx * cos(a.heading) + dy * sin(a.heading) <= 0:
+        return False
     a.role = ROLE_IDM
     memset(&e.plan[w * e.max_agents + e.slot_of[r]], 0, sizeof(PlanState))  # an IDM vehicle, not a planner
     a.lane = e.wmap[w].lanes.seg_row[s]
@@ -68,11 +85,7 @@ cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexc
     a.lc_wait = 0.0
     a.lc_reach = 0.0
     a.halted = 0
-    e.nact[r] = 0
-    e.valid_p[r] = 0
-    e.term[r] = 0
-    e.trunc[r] = 0
-    memset(&e.em[r * N_EPISODE_METRICS], 0, N_EPISODE_METRICS * sizeof(float))
+    return True
 
 
 cdef void _handed_progress(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:

@@ -311,13 +311,15 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     e.n_agents[w] = <int>n
 
 cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
-    """Agents at their logged state at step 0; controlled ones get their last logged position
-    as goal (appendix D.5), the rest replay the log."""
+    """Agents at their logged state at step 0 (algorithm 1, step 7), each with a role drawn from its
+    class's mix (step 9, appendix D.2; ``InitConfig.log_roles``): replay of its track, the IDM driver
+    from its logged state, or the policy towards its last logged position (appendix D.5). An agent
+    whose role cannot be had (no free slot or no usable goal; no lane for IDM) replays its track."""
     cdef const MapC* m = e.wmap[w]
     cdef Py_ssize_t base = w * e.max_agents, n = 0, j, T = m.track_steps, last, tt
     cdef const double* st
     cdef Agent* a
-    cdef int c, slots = 0
+    cdef int c, role, slots = 0
     for j in range(m.n_tracks):
         if n >= e.max_agents:
             break
@@ -343,11 +345,47 @@ cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
         a.goal_x = m.track_state[(j * T + last) * 6]
         a.goal_y = m.track_state[(j * T + last) * 6 + 1]
         a.goal_z = m.track_state[(j * T + last) * 6 + 2]
-        if e.controlled_cls[c] and slots < e.slots_per_world and \
-                (a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2 >= e.goal_fwd * e.goal_fwd:
+        role = _draw_log_role(e, w, c)
+        if role == LOGROLE_POLICY and slots < e.slots_per_world and _logged_goal(e, w, a, j):
             a.role = ROLE_CONTROLLED
             a.slot = slots
             a.goal_hidden = 1 if rng_uniform(&e.rngs[w]) < e.goal_dropout[c] else 0
             slots += 1
+        elif role == LOGROLE_IDM and c <= CLS_BUS:
+            _become_idm(e, w, a, idm_draw_mode(&e.rngs[w], &e.idmp), True)
         n += 1
     e.n_agents[w] = <int>n
+
+cdef int _draw_log_role(Engine e, Py_ssize_t w, int c) noexcept nogil:
+    """A role of ``LOGROLE_*`` drawn by the class's weights; none is drawn when only one is possible."""
+    cdef const double* wt = &e.log_role_w[c * N_LOG_ROLES]
+    cdef double total = 0.0, u
+    cdef int k, last = 0
+    if e.log_role_only[c] >= 0:
+        return e.log_role_only[c]
+    for k in range(N_LOG_ROLES):
+        total += wt[k]
+    u = rng_uniform(&e.rngs[w]) * total
+    for k in range(N_LOG_ROLES):
+        if wt[k] > 0:
+            if u < wt[k]:
+                return k
+            last = k
+        u -= wt[k]
+    return last  # rounding left u at the total: the last role with weight
+
+cdef bint _logged_goal(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t j) noexcept nogil:
+    """Whether ``a``, starting track ``j``, has a goal worth policy control (appendix D.2): its last
+    logged position (already in ``goal_*``) when at least ``goal_min_forward`` away and reachable
+    along the lane graph (D.5, ``RoadMap.track_goal_reachable``); when far but unreachable, a goal
+    sampled ahead along the lane graph as random placement does. False (``goal_*`` left logged): no
+    such goal."""
+    cdef double gx = a.goal_x, gy = a.goal_y, gz = a.goal_z
+    if (a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2 < e.goal_fwd * e.goal_fwd:
+        return False
+    if e.wreach[w][j]:
+        return True
+    if _assign_goal(e, w, a):
+        return True
+    a.goal_x, a.goal_y, a.goal_z = gx, gy, gz
+    return False

@@ -271,6 +271,7 @@ cdef class RoadMap:
     cdef readonly SegmentGrid lanes, road_edges, sidewalks, crosswalks
     cdef readonly double obs_radius, obs_segment_length
     cdef object _keep  # arrays the MapC points into
+    cdef dict _goal_reach  # track_goal_reachable results by (max_dist, z_gate)
 
     def __init__(self, map_data, signal_plan, lane_conflicts, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
                  double obs_cell_size=10.0, int obs_max_candidates=800):
@@ -327,6 +328,7 @@ cdef class RoadMap:
         self._build_obs_cache(m, keep, obs_radius, obs_segment_length, obs_cell_size, obs_max_candidates)
         self._load_signals(m, keep, signal_plan, lane_conflicts)
         self._keep = keep
+        self._goal_reach = {}
         c.handedness = int(m.handedness)
         c.walk_bbox = _ptr_f64(keep["walk_bbox"])
         c.cross_bbox = _ptr_f64(keep["cross_bbox"])
@@ -458,6 +460,31 @@ cdef class RoadMap:
         """(left, right): int32 ``[L]`` adjacent same-direction lane on each side, -1 if none, as the
         engine uses them (the map's neighbours where :func:`_lane_neighbors` accepts them)."""
         return self._keep["lane_left"].copy(), self._keep["lane_right"].copy()
+
+    def track_goal_reachable(self, double max_dist=8.0, double z_gate=DEFAULT_Z_GATE):
+        """uint8 ``[A]``: 1 where logged track ``A``'s last valid position, its logged goal, can be
+        reached from its first along the lane graph (successors and lane changes to adjacent
+        same-direction lanes; TerraZero appendix D.5), 0 where not or where either position is more
+        than ``max_dist`` metres from every lane (``z_gate``: as for :meth:`project_to_lanes`).
+        Pedestrian tracks are always 1: they walk off the lane graph. Computed once per
+        (``max_dist``, ``z_gate``) and kept: the engine reads it at every log reset (a read-only view)."""
+        key = (float(max_dist), float(z_gate))
+        out = self._goal_reach.get(key)
+        if out is None:
+            out = np.zeros(self.c.n_tracks, np.uint8)
+            seen = np.zeros(2 * self.c.n_lanes + 1, np.uint8)
+            queue = np.zeros(2 * self.c.n_lanes + 1, np.int32)
+            self._fill_goal_reach(out, seen, queue, max_dist, z_gate)
+            out.flags.writeable = False
+            self._goal_reach[key] = out
+        return out.view()
+
+    cdef _fill_goal_reach(self, unsigned char[::1] out, unsigned char[::1] seen, int[::1] queue, double max_dist,
+                          double z_gate):
+        if out.shape[0] == 0:
+            return
+        with nogil:
+            track_goals_reachable(&self.c, max_dist, z_gate, &out[0], &seen[0], &queue[0])
 
     @property
     def num_lanes(self):

@@ -42,6 +42,9 @@ CONSEQUENCES = _ordered("consequences", (
 ROLES = _ordered("roles", (
     (ROLE_CONTROLLED, "CONTROLLED"), (ROLE_STATIC, "STATIC"), (ROLE_LOG, "LOG"), (ROLE_IDM, "IDM"),
     (ROLE_CROSSER, "CROSSER"), (ROLE_JAYWALKER, "JAYWALKER")), N_ROLES)
+#: Roles of a logged agent in a log or hybrid scene (``InitConfig.log_roles``; ``LogRoles`` fields).
+LOG_ROLES = _ordered("log roles", (
+    (LOGROLE_REPLAY, "REPLAY"), (LOGROLE_IDM, "IDM"), (LOGROLE_POLICY, "POLICY")), N_LOG_ROLES)
 #: Kinds of crossing group at a crosswalk (``CrossingGroup``).
 CROSSING_GROUPS = _ordered("crossing groups", (
     (GROUP_SINGLE, "SINGLE"), (GROUP_PACK, "PACK"), (GROUP_BIDIRECTIONAL, "BIDIRECTIONAL"),
@@ -149,7 +152,7 @@ OBS_BOUND = float(OBS_CLAMP)
 #: Every named table above, for tests and tools: {name: names ordered by value}.
 VOCABULARY = {
     "agent_classes": AGENT_CLASSES, "dynamics_models": DYNAMICS_MODELS, "consequences": CONSEQUENCES,
-    "roles": ROLES, "control_types": CONTROL_TYPES, "init_modes": INIT_MODES, "goal_behaviors": GOAL_BEHAVIORS,
+    "roles": ROLES, "log_roles": LOG_ROLES, "control_types": CONTROL_TYPES, "init_modes": INIT_MODES, "goal_behaviors": GOAL_BEHAVIORS,
     "signal_controllers": SIGNAL_CONTROLLERS, "signal_stages": SIGNAL_STAGES, "signal_states": SIGNAL_STATES,
     "stop_states": STOP_STATES, "road_types": ROAD_TYPES, "kinematic_params": KINEMATIC_PARAMS,
     "counters": COUNTER_NAMES, "episode_metrics": EPISODE_METRIC_NAMES, "collision_types": COLLISION_TYPES,

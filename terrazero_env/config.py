@@ -38,6 +38,7 @@ from .class_config import (
 )
 from .config_checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
 from .config_checks import set_field as _set
+from .log_roles import LogRoles, check_log_roles, log_role_table
 from .maps.schema import AgentType
 from .road_users_config import (
     CrossingGroup,
@@ -49,7 +50,7 @@ from .road_users_config import (
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
-    "InitConfig", "PedestrianConfig", "RoadUsersConfig", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
+    "InitConfig", "LogRoles", "PedestrianConfig", "RoadUsersConfig", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
 ]
 
@@ -223,6 +224,12 @@ class InitConfig:
     vehicles [0.5, 1.5], cyclists narrower, pedestrians fixed (``kinematic_ranges_table15``)."""
     randomize_kinematics: bool = True
     """Draw the kinematic coefficients per agent at reset (appendix D.4); False holds them at 1."""
+    log_roles: tuple[LogRoles | None, LogRoles | None, LogRoles | None, LogRoles | None, LogRoles | None] | None = None
+    """Per class (car, truck, bus, pedestrian, cyclist), the mix of roles logged agents take in log and
+    hybrid scenes (algorithm 1 step 9, appendix D.2): :class:`LogRoles` weights over replay, the IDM
+    driver and the policy, drawn per agent and episode (a mapping of its fields stands for one). None,
+    for the field or a class: the policy for the classes ``controlled`` names, replay for the others
+    (cyclists are replayed, as the paper populates them, section 4.4). See :mod:`terrazero_env.log_roles`."""
 
     def __post_init__(self) -> None:
         _set(self, "mode", check_enum("InitConfig.mode", self.mode, InitMode))
@@ -250,11 +257,16 @@ class InitConfig:
         check_int("InitConfig.placement_tries", self.placement_tries, 1, MAX_PLACEMENT_TRIES,
                   " (a reset cannot be interrupted while it tries)")
         check_bool("InitConfig.randomize_kinematics", self.randomize_kinematics)
+        _set(self, "log_roles", check_log_roles("InitConfig.log_roles", self.log_roles, ctrl))
         if self.class_kinematic_ranges is not None:
             rs = check_tuple("InitConfig.class_kinematic_ranges", self.class_kinematic_ranges, 5)
             lo, hi = self.kinematic_range
             rs = tuple(check_pair(f"InitConfig.class_kinematic_ranges[{i}]", r, lo, hi) for i, r in enumerate(rs))
             _set(self, "class_kinematic_ranges", rs)
+
+    def log_role_table(self) -> np.ndarray:
+        """float64 ``[5, 3]``: each class's weights of replay, IDM and policy (``log_roles`` resolved)."""
+        return log_role_table(self.log_roles, self.controlled)
 
 
 #: Per-class kinematic ranges of table 15's sim agent: vehicles [0.5, 1.5], cyclists narrower

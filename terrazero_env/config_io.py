@@ -11,7 +11,9 @@ A config file lists only what differs from the defaults (``EngineConfig()``, the
 
 Enums are written by lower-case name, per-class tuples as ``{car: ..., truck: ..., ...}`` mappings,
 and each reward parameter as ``{vehicle: ..., pedestrian: ..., cyclist: ...}`` where a setting is a
-number (fixed), ``[min, max]`` (sampled per agent) or ``null`` (off).
+number (fixed), ``[min, max]`` (sampled per agent) or ``null`` (off). ``init.log_roles`` is written per
+class as role weights, ``{car: {replay: 1, idm: 1}, cyclist: {replay: 1}}``; a class left out keeps its
+entry, and a class given is replaced whole.
 
 Overrides use dotted names: ``obs.dtype="float16"``, ``init.num_agents=[4, 8]``,
 ``rewards.collision=[0, 3]`` (every column that is not null), ``rewards.collision.cyclist=null``,
@@ -80,6 +82,8 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                 x = getattr(v, g.name)
                 if dataclasses.is_dataclass(x):  # road_users.pedestrians
                     sub[g.name] = {h.name: _plain(getattr(x, h.name)) for h in dataclasses.fields(x)}
+                elif g.name == "log_roles" and x is not None:  # per class: None or {replay:, idm:, policy:}
+                    sub[g.name] = {n: None if r is None else dataclasses.asdict(r) for n, r in zip(_CLASS_NAMES, x)}
                 else:
                     sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)
             out[f.name] = sub
@@ -167,6 +171,9 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
                     fields[k] = _enum(_ENUM_FIELDS[k], x, f"{key}.{k}")
                 elif k in _PER_CLASS_INIT:
                     fields[k] = _per_class(x, getattr(sub_base, k), f"{key}.{k}")
+                elif k == "log_roles" and key == "init" and isinstance(x, Mapping):
+                    # {class: {role: weight}}; classes left out keep the base's entry (None: the default).
+                    fields[k] = _per_class(x, sub_base.log_roles or (None,) * len(_CLASS_NAMES), f"{key}.{k}")
                 else:
                     fields[k] = _tuple(x)
             kw[key] = dataclasses.replace(sub_base, **fields)

@@ -112,6 +112,13 @@ BAD: list[tuple[type, str, object, str]] = [
     (InitConfig, "class_kinematic_ranges", ((0.5, 1.5),) * 4 + ((0.2, 1.0),), "InitConfig.class_kinematic_ranges[4]"),
     (InitConfig, "kinematic_range", (1.5, 0.5), "InitConfig.kinematic_range"),
     (InitConfig, "randomize_kinematics", 0, "InitConfig.randomize_kinematics"),
+    (InitConfig, "log_roles", ({"replay": 1.0},) * 4, "InitConfig.log_roles"),
+    (InitConfig, "log_roles", ("replay",) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
+    (InitConfig, "log_roles", ({"replay": NAN},) + (None,) * 4, "InitConfig.log_roles[0] (car).replay"),
+    (InitConfig, "log_roles", ({"replay": 0.0},) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
+    (InitConfig, "log_roles", ({"planner": 1.0},) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
+    (InitConfig, "log_roles", (None,) * 4 + ({"idm": 1.0},), "InitConfig.log_roles[4] (cyclist).idm"),
+    (InitConfig, "log_roles", (None,) * 3 + ({"policy": 1.0}, None), "InitConfig.log_roles[3] (pedestrian).policy"),
     # SignalConfig
     (SignalConfig, "controller", 3, "SignalConfig.controller"),
     (SignalConfig, "controller", "traffic_cop", "SignalConfig.controller"),

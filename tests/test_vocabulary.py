@@ -7,6 +7,7 @@ and keep their own Python enums; these tests fail when either side is edited alo
 
 from __future__ import annotations
 
+from dataclasses import fields
 from enum import IntEnum
 
 import numpy as np
@@ -29,6 +30,7 @@ MIRRORS = {
     "consequences": lambda: _by_value(config.Consequence),
     "control_types": lambda: _by_value(schema.ControlType),
     "init_modes": lambda: _by_value(config.InitMode),
+    "log_roles": lambda: tuple(f.name.upper() for f in fields(config.LogRoles)),
     "goal_behaviors": lambda: _by_value(config.GoalBehavior),
     "signal_controllers": lambda: _by_value(config.SignalController),
     "signal_stages": lambda: tuple(n for _, n in sorted(
