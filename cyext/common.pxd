@@ -46,7 +46,8 @@ cdef enum:
     LOGROLE_REPLAY = 0         # replays its track exactly and leaves when the track ends (ROLE_LOG)
     LOGROLE_IDM = 1            # the IDM driver from its logged state (ROLE_IDM; vehicles only)
     LOGROLE_POLICY = 2         # the policy, towards its logged goal when reachable (ROLE_CONTROLLED)
-    N_LOG_ROLES = 3
+    LOGROLE_PLANNER = 3        # the IDM hand-over, then planner-driven (ROLE_IDM + PlanState.on; vehicles only)
+    N_LOG_ROLES = 4
 
 # Kinds of crossing group at a crosswalk (terrazero_env.config.CrossingGroup; pedestrians.pxd).
 cdef enum:

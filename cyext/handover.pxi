@@ -77,7 +77,7 @@ cdef bint _become_idm(Engine e, Py_ssize_t w, Agent* a, int idm_mode, bint align
     if aligned and dx * cos(a.heading) + dy * sin(a.heading) <= 0:
         return False
     a.role = ROLE_IDM
-    memset(&e.plan[a - e.agents], 0, sizeof(PlanState))  # an IDM vehicle, not a planner
+    memset(&e.plan[a - e.agents], 0, sizeof(PlanState))  # an IDM vehicle, not a planner (plan rows follow agents)
     a.lane = e.wmap[w].lanes.seg_row[s]
     a.lane_s = e.wmap[w].lanes.seg_s0[s] + t * sqrt(dx * dx + dy * dy)
     a.route_lane = -1

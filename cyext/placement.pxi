@@ -313,8 +313,9 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
 cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
     """Agents at their logged state at step 0 (algorithm 1, step 7), each with a role drawn from its
     class's mix (step 9, appendix D.2; ``InitConfig.log_roles``): replay of its track, the IDM driver
-    from its logged state, or the policy towards its last logged position (appendix D.5). An agent
-    whose role cannot be had (no free slot or no usable goal; no lane for IDM) replays its track."""
+    from its logged state, the policy towards its last logged position (appendix D.5), or the planner
+    (planner.pxd) from its logged state. An agent whose role cannot be had (no free slot or no usable
+    goal; no lane for IDM or the planner) replays its track."""
     cdef const MapC* m = e.wmap[w]
     cdef Py_ssize_t base = w * e.max_agents, n = 0, j, T = m.track_steps, last, tt
     cdef const double* st
@@ -353,6 +354,12 @@ cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
             slots += 1
         elif role == LOGROLE_IDM and c <= CLS_BUS:
             _become_idm(e, w, a, idm_draw_mode(&e.rngs[w], &e.idmp), True)
+        elif role == LOGROLE_PLANNER and c <= CLS_BUS:
+            # The IDM hand-over (with a driver mode: the planner tracks its plans with that mode's
+            # IDM law), then planner-driven as a random-placed planner vehicle is: it plans on its
+            # first step. Off every lane, or facing against it, it replays, as for the IDM role.
+            if _become_idm(e, w, a, idm_draw_mode(&e.rngs[w], &e.idmp), True):
+                _make_planner(e, w, n)
         n += 1
     e.n_agents[w] = <int>n
 

@@ -44,7 +44,8 @@ ROLES = _ordered("roles", (
     (ROLE_CROSSER, "CROSSER"), (ROLE_JAYWALKER, "JAYWALKER")), N_ROLES)
 #: Roles of a logged agent in a log or hybrid scene (``InitConfig.log_roles``; ``LogRoles`` fields).
 LOG_ROLES = _ordered("log roles", (
-    (LOGROLE_REPLAY, "REPLAY"), (LOGROLE_IDM, "IDM"), (LOGROLE_POLICY, "POLICY")), N_LOG_ROLES)
+    (LOGROLE_REPLAY, "REPLAY"), (LOGROLE_IDM, "IDM"), (LOGROLE_POLICY, "POLICY"), (LOGROLE_PLANNER, "PLANNER")),
+    N_LOG_ROLES)
 #: Kinds of crossing group at a crosswalk (``CrossingGroup``).
 CROSSING_GROUPS = _ordered("crossing groups", (
     (GROUP_SINGLE, "SINGLE"), (GROUP_PACK, "PACK"), (GROUP_BIDIRECTIONAL, "BIDIRECTIONAL"),

@@ -227,7 +227,7 @@ class InitConfig:
     log_roles: tuple[LogRoles | None, LogRoles | None, LogRoles | None, LogRoles | None, LogRoles | None] | None = None
     """Per class (car, truck, bus, pedestrian, cyclist), the mix of roles logged agents take in log and
     hybrid scenes (algorithm 1 step 9, appendix D.2): :class:`LogRoles` weights over replay, the IDM
-    driver and the policy, drawn per agent and episode (a mapping of its fields stands for one). None,
+    driver, the policy and the planner, drawn per agent and episode (a mapping of its fields stands for one). None,
     for the field or a class: the policy for the classes ``controlled`` names, replay for the others
     (cyclists are replayed, as the paper populates them, section 4.4). See :mod:`terrazero_env.log_roles`."""
 
@@ -265,7 +265,8 @@ class InitConfig:
             _set(self, "class_kinematic_ranges", rs)
 
     def log_role_table(self) -> np.ndarray:
-        """float64 ``[5, 3]``: each class's weights of replay, IDM and policy (``log_roles`` resolved)."""
+        """float64 ``[5, 4]``: each class's weights of replay, IDM, policy and planner (``log_roles``
+        resolved)."""
         return log_role_table(self.log_roles, self.controlled)
 
 

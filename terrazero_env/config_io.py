@@ -82,7 +82,7 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                 x = getattr(v, g.name)
                 if dataclasses.is_dataclass(x):  # road_users.pedestrians
                     sub[g.name] = {h.name: _plain(getattr(x, h.name)) for h in dataclasses.fields(x)}
-                elif g.name == "log_roles" and x is not None:  # per class: None or {replay:, idm:, policy:}
+                elif g.name == "log_roles" and x is not None:  # per class: None or {replay:, idm:, policy:, planner:}
                     sub[g.name] = {n: None if r is None else dataclasses.asdict(r) for n, r in zip(_CLASS_NAMES, x)}
                 else:
                     sub[g.name] = dict(zip(_CLASS_NAMES, _plain(x))) if g.name in _PER_CLASS_INIT else _plain(x)

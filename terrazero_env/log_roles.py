@@ -8,12 +8,16 @@ role, drawn per agent and episode by its class's :class:`LogRoles` weights (``In
 * **idm**: the IDM driver (section 4.4) takes it over from its logged pose and speed, on the lane
   nearest to it (vehicles only);
 * **policy**: a policy slot, towards its last logged position when that is reachable along the lane
-  graph (appendix D.5), else towards a goal sampled ahead along the lane graph.
+  graph (appendix D.5), else towards a goal sampled ahead along the lane graph;
+* **planner**: handed over as for ``idm``, then driven by the closed-loop planner in the style of
+  PDM-Closed (``RoadUsersConfig.planner_*``) as planner traffic is (vehicles only).
 
 An agent whose drawn role cannot be had replays instead (see each field). A class with a single
 non-zero weight draws nothing from the world's generator, so the default mix (policy for the
-classes ``InitConfig.controlled`` names, replay for the rest) reproduces scenes bit for bit. New
-roles (a planner, say) become new fields after these, in the engine's order (``LOG_ROLES``).
+classes ``InitConfig.controlled`` names, replay for the rest) reproduces scenes bit for bit. The
+fields are in the engine's order (``LOG_ROLES``); ``planner`` came last, after ``policy``, so that
+positional construction from before it (``LogRoles(replay, idm, policy)``) keeps its meaning. New
+roles become new fields after these.
 ``terrazero_env.config`` re-exports the names here.
 """
 
@@ -30,7 +34,7 @@ from .maps.schema import AgentType
 
 __all__ = ["LogRoles", "check_log_roles", "log_role_table"]
 
-#: Classes the IDM driver can drive (cars, trucks, buses).
+#: Classes the IDM driver and the planner can drive (cars, trucks, buses).
 _IDM_CLASSES = (AgentType.CAR, AgentType.TRUCK, AgentType.BUS)
 
 
@@ -39,7 +43,9 @@ class LogRoles:
     """Relative weights (non-negative, not all zero) of the roles a logged agent of one class takes.
 
     ``LogRoles(replay=1)`` replays every agent of the class; ``LogRoles(replay=1, idm=1, policy=2)``
-    replays a quarter, hands a quarter to the IDM driver and gives half to the policy.
+    replays a quarter, hands a quarter to the IDM driver and gives half to the policy;
+    ``LogRoles(idm=1, planner=1)`` hands half to the IDM driver and half to the planner. Positional
+    order: replay, idm, policy, planner.
     """
 
     replay: float = 0.0
@@ -53,6 +59,11 @@ class LogRoles:
     when that lies at least ``goal_min_forward`` away and is reachable along the lane graph
     (appendix D.5), else towards a goal sampled ahead as random placement does. With no free slot, a
     last position closer than ``goal_min_forward`` (appendix D.2), or no goal found, it replays."""
+    planner: float = 0.0
+    """The IDM hand-over as for ``idm`` (logged pose and speed, nearest lane, a driver mode), then driven
+    by the closed-loop planner (``RoadUsersConfig.planner_*``; ``Engine.planner_state`` reports it) as
+    a planner vehicle of planner traffic is, whatever ``RoadUsersConfig.planner_fraction`` says; cars,
+    trucks and buses only. A vehicle the IDM role could not take replays instead."""
 
     def __post_init__(self) -> None:
         _check_weights("LogRoles", self)
@@ -75,8 +86,8 @@ def _default(controlled: bool) -> LogRoles:
 def check_log_roles(where: str, value: Any, controlled: tuple[bool, ...]) -> tuple[LogRoles | None, ...] | None:
     """``InitConfig.log_roles`` in canonical form: None, or five entries (car, truck, bus, pedestrian,
     cyclist), each a :class:`LogRoles` (a mapping of its fields is converted) or None (the class's
-    default). Raises ``ValueError`` naming the entry for an unknown field, a bad weight, an IDM share
-    of a pedestrian or cyclist, or a policy share of a class ``controlled`` leaves out."""
+    default). Raises ``ValueError`` naming the entry for an unknown field, a bad weight, an IDM or
+    planner share of a pedestrian or cyclist, or a policy share of a class ``controlled`` leaves out."""
     if value is None:
         return None
     entries = check_tuple(where, value, len(AgentType))
@@ -97,6 +108,9 @@ def check_log_roles(where: str, value: Any, controlled: tuple[bool, ...]) -> tup
             _check_weights(at, x)
             if x.idm > 0 and c not in _IDM_CLASSES:
                 raise ValueError(f"{at}.idm: only cars, trucks and buses drive by IDM, got weight {x.idm!r}")
+            if x.planner > 0 and c not in _IDM_CLASSES:
+                raise ValueError(f"{at}.planner: only cars, trucks and buses are driven by the planner, "
+                                 f"got weight {x.planner!r}")
             if x.policy > 0 and not controlled[c]:
                 raise ValueError(f"{at}.policy: the policy does not control {c.name.lower()}s "
                                  f"(InitConfig.controlled[{int(c)}] is false), got weight {x.policy!r}")

@@ -116,7 +116,9 @@ BAD: list[tuple[type, str, object, str]] = [
     (InitConfig, "log_roles", ("replay",) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
     (InitConfig, "log_roles", ({"replay": NAN},) + (None,) * 4, "InitConfig.log_roles[0] (car).replay"),
     (InitConfig, "log_roles", ({"replay": 0.0},) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
-    (InitConfig, "log_roles", ({"planner": 1.0},) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
+    (InitConfig, "log_roles", ({"pilot": 1.0},) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
+    (InitConfig, "log_roles", ({"planner": -1.0},) + (None,) * 4, "InitConfig.log_roles[0] (car).planner"),
+    (InitConfig, "log_roles", (None,) * 3 + ({"planner": 1.0}, None), "InitConfig.log_roles[3] (pedestrian).planner"),
     (InitConfig, "log_roles", (None,) * 4 + ({"idm": 1.0},), "InitConfig.log_roles[4] (cyclist).idm"),
     (InitConfig, "log_roles", (None,) * 3 + ({"policy": 1.0}, None), "InitConfig.log_roles[3] (pedestrian).policy"),
     # SignalConfig

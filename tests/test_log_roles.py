@@ -1,7 +1,8 @@
 """Log scenes (TerraZero algorithm 1 steps 7-9, appendix D.2, D.5): every logged agent takes a role per
 episode from its class's mix (``InitConfig.log_roles``): replayed agents follow their track exactly and
-leave when it ends, IDM vehicles start from their logged state on a lane, and policy-controlled agents
-get their logged goal only when it is reachable along the lane graph."""
+leave when it ends, IDM and planner vehicles start from their logged state on a lane (planner vehicles
+then replan and drive as planner traffic does), and policy-controlled agents get their logged goal only
+when it is reachable along the lane graph."""
 
 from __future__ import annotations
 
@@ -253,6 +254,56 @@ def test_role_mix_shares_follow_the_weights_and_policy_falls_back_to_replay_with
     assert counts["LOG"] + counts["IDM"] + counts["CONTROLLED"] == roles.size
 
 
+def test_role_mix_shares_follow_the_weights_including_the_planner():
+    e = _log_engine("usa_us101", worlds=32, slots=2,
+                    log_roles=CARS(LogRoles(replay=1.0, idm=1.0, policy=1.0, planner=2.0)))
+    e.reset(seeds=np.arange(32))
+    roles = np.concatenate([e.agent_states(w)["role"] for w in range(32)])
+    planner = np.concatenate([e.planner_state(w)["planner"] for w in range(32)])
+    assert (roles[planner] == ROLE["IDM"]).all()  # a planner vehicle is an IDM vehicle with a plan
+    counts = {"LOG": int((roles == ROLE["LOG"]).sum()), "IDM": int(((roles == ROLE["IDM"]) & ~planner).sum()),
+              "PLANNER": int(planner.sum()), "CONTROLLED": int((roles == ROLE["CONTROLLED"]).sum())}
+    assert counts["CONTROLLED"] == 2 * 32  # two slots per world, all filled; the rest of that share replays
+    assert counts["PLANNER"] / roles.size == pytest.approx(0.4, abs=0.05)
+    assert counts["IDM"] / roles.size == pytest.approx(0.2, abs=0.05)
+    assert sum(counts.values()) == roles.size
+
+
+def test_an_agent_handed_to_the_planner_starts_at_its_logged_state_then_replans_and_drives():
+    e = _log_engine("usa_us101", worlds=2, slots=4, log_roles=CARS(LogRoles(planner=1.0)))
+    m = e.road_maps[0].map_data
+    e.reset(seeds=np.array([1, 2]))
+    s, ps = e.agent_states(0), e.planner_state(0)
+    # Every track starts on a lane, in its direction, on this highway: every car is a planner vehicle.
+    assert len(s["role"]) == len(m.tracks) and (s["role"] == ROLE["IDM"]).all() and (s["slot"] == -1).all()
+    assert ps["planner"].all() and (ps["replans"] == 0).all() and (ps["choice"] == -1).all()
+    j = s["log_index"]
+    st = m.tracks.state[j, 0]
+    np.testing.assert_array_equal(s["x"], st[:, 0])
+    np.testing.assert_array_equal(s["y"], st[:, 1])
+    np.testing.assert_array_equal(s["heading"], st[:, 3])
+    np.testing.assert_allclose(s["speed"], st[:, 4] * np.cos(st[:, 3]) + st[:, 5] * np.sin(st[:, 3]), atol=1e-12)
+    np.testing.assert_array_equal(s["lane"], e.road_maps[0].project_to_lanes(st[:, :3], 8.0)["row"])
+    for t in range(50):
+        e.step(np.zeros(e.agent_type.shape, np.int32))
+        hit = np.flatnonzero(e.agents[0, : e.num_agents(0)]["collided"])
+        assert hit.size == 0, f"step {t}: planner vehicles {hit.tolist()} collided"
+    s, ps = e.agent_states(0), e.planner_state(0)
+    assert (s["alive"] == 1).all() and (s["role"] == ROLE["IDM"]).all() and ps["planner"].all()
+    assert (ps["replans"] >= 5).all() and (ps["choice"] >= 0).all()  # a plan a second over 5 s
+    ahead = (s["x"] - st[:, 0]) * np.cos(st[:, 3]) + (s["y"] - st[:, 1]) * np.sin(st[:, 3])
+    assert (ahead > 5.0).all()  # driving forward along the highway, not parked
+    assert (s["lane"] >= 0).all() and (np.abs(s["lane_lat"]) < 1.75).all()  # on a lane, within its width
+    off_log = np.hypot(s["x"] - m.tracks.state[j, 50, 0], s["y"] - m.tracks.state[j, 50, 1])
+    assert (off_log > 1e-3).all()  # not replaying step 50
+
+
+def test_log_roles_positional_order_keeps_planner_last():
+    assert LogRoles(1, 2, 3) == LogRoles(replay=1, idm=2, policy=3)
+    assert LogRoles(1, 2, 3, 4) == LogRoles(replay=1, idm=2, policy=3, planner=4)
+    assert core.VOCABULARY["log_roles"] == ("REPLAY", "IDM", "POLICY", "PLANNER")
+
+
 def test_default_roles_draw_nothing_new_from_the_generator():
     """The default mix written out (policy for controlled classes, replay for the rest) is the default:
     the same scene bit for bit, and a mixed class changes it."""
@@ -275,10 +326,11 @@ def test_default_roles_draw_nothing_new_from_the_generator():
 def test_log_roles_config_defaults_and_table():
     init = InitConfig()
     assert init.log_roles is None
-    np.testing.assert_array_equal(init.log_role_table(), [[0, 0, 1]] * 3 + [[1, 0, 0]] * 2)
-    mixed = InitConfig(log_roles=({"replay": 1, "idm": 2}, None, LogRoles(policy=1), None, LogRoles(replay=1)))
-    assert mixed.log_roles[0] == LogRoles(replay=1, idm=2)
-    np.testing.assert_array_equal(mixed.log_role_table()[[0, 4]], [[1, 2, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(init.log_role_table(), [[0, 0, 1, 0]] * 3 + [[1, 0, 0, 0]] * 2)
+    mixed = InitConfig(log_roles=({"replay": 1, "idm": 2}, {"planner": 3, "policy": 1}, LogRoles(policy=1), None,
+                                  LogRoles(replay=1)))
+    assert mixed.log_roles[:2] == (LogRoles(replay=1, idm=2), LogRoles(policy=1, planner=3))
+    np.testing.assert_array_equal(mixed.log_role_table()[[0, 1, 4]], [[1, 2, 0, 0], [0, 0, 1, 3], [1, 0, 0, 0]])
     assert InitConfig(log_roles=(None,) * 5).log_roles is None
 
 
@@ -287,7 +339,10 @@ def test_log_roles_config_defaults_and_table():
     ((None, None, None, None, LogRoles(idm=1)), "InitConfig.log_roles[4] (cyclist).idm"),
     ((None, None, None, {"idm": 0.5, "replay": 1}, None), "InitConfig.log_roles[3] (pedestrian).idm"),
     ((None, None, None, None, LogRoles(policy=1)), "InitConfig.log_roles[4] (cyclist).policy"),
-    (CARS({"planner": 1}), "InitConfig.log_roles[0] (car)"),
+    ((None, None, None, {"planner": 1}, None), "InitConfig.log_roles[3] (pedestrian).planner"),
+    ((None, None, None, None, {"replay": 1, "planner": 0.5}), "InitConfig.log_roles[4] (cyclist).planner"),
+    (CARS({"pilot": 1}), "InitConfig.log_roles[0] (car): unknown roles"),
+    (CARS({"planner": -1}), "InitConfig.log_roles[0] (car).planner"),
     (CARS({"replay": 0}), "InitConfig.log_roles[0] (car): role weights"),
     (CARS({"idm": -1}), "InitConfig.log_roles[0] (car).idm"),
     (CARS("replay"), "InitConfig.log_roles[0] (car)"),
@@ -298,7 +353,8 @@ def test_bad_log_roles_raise_naming_the_field(log_roles, field):
 
 
 @pytest.mark.parametrize("roles, field", [(dict(replay=-1.0), "LogRoles.replay"),
-                                          (dict(idm=float("nan")), "LogRoles.idm"), (dict(), "LogRoles")])
+                                          (dict(idm=float("nan")), "LogRoles.idm"),
+                                          (dict(planner=float("inf")), "LogRoles.planner"), (dict(), "LogRoles")])
 def test_bad_log_role_weights_raise_naming_the_field(roles, field):
     with pytest.raises(ValueError, match=field):
         LogRoles(**roles)
@@ -307,10 +363,12 @@ def test_bad_log_role_weights_raise_naming_the_field(roles, field):
 def test_log_roles_round_trip_through_plain_data_and_overrides():
     cfg = EngineConfig(init=InitConfig(log_roles=CARS(LogRoles(replay=1, idm=1))))
     d = config_to_dict(cfg)
-    assert d["init"]["log_roles"]["car"] == {"replay": 1, "idm": 1, "policy": 0.0}
+    assert d["init"]["log_roles"]["car"] == {"replay": 1, "idm": 1, "policy": 0.0, "planner": 0.0}
     assert config_from_dict(d) == cfg
     assert config_to_dict(EngineConfig())["init"]["log_roles"] is None
     over = apply_overrides(cfg, {"init.log_roles.truck.idm": 1.0, "init.log_roles.bus": {"replay": 1, "policy": 1}})
     assert over.init.log_roles[:3] == (LogRoles(replay=1, idm=1), LogRoles(idm=1), LogRoles(replay=1, policy=1))
+    over = apply_overrides(cfg, {"init.log_roles.car": {"idm": 1, "planner": 2}})
+    assert over.init.log_roles[0] == LogRoles(idm=1, planner=2)
     with pytest.raises(ValueError, match="init.log_roles"):
         apply_overrides(cfg, {"init.log_roles.bicycle.idm": 1.0})
