@@ -18,9 +18,10 @@ from dynamics cimport clip
 
 
 cdef enum:
-    PATH_POINTS = 44           # predicted poses: FINE_POINTS every PATH_STEP_DM / 50 metres (a turning
-    FINE_POINTS = 5            # body sweeps sideways within a short travel), then one every
-    PATH_STEP_DM = 15          # PATH_STEP_DM / 10 metres
+    PATH_POINTS = 30           # predicted poses: FINE_POINTS every PATH_STEP_DM / 50 metres (a turning
+    FINE_POINTS = 5            # body sweeps sideways within a short travel), then up to NEAR_POINTS
+    NEAR_POINTS = 15           # one every PATH_STEP_DM / 10 metres, then one every PATH_STEP_DM / 5
+    PATH_STEP_DM = 15          # metres (shorter than any vehicle, so the swept boxes still overlap)
     ROUTE_LANES = 4            # the current lane, the chosen next lane, then single-successor lanes
 
 
@@ -184,19 +185,20 @@ cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sw
     for k in range(1, PATH_POINTS + 1):
         if sw.d[k - 1] > reach:
             break
-        ds = PATH_STEP_DM * (0.02 if k <= FINE_POINTS else 0.1)
+        ds = PATH_STEP_DM * (0.02 if k <= FINE_POINTS else (0.1 if k <= NEAR_POINTS else 0.2))
         if lat_off != 0.0:
             kappa = clip(_pursuit_offset(m, &route, &cur, s_rear + sw.d[k - 1] + ld, lat_off, xr, yr, c, sn),
                          -kmax, kmax)
         else:
             kappa = clip(_pursuit(m, &route, &cur, s_rear + sw.d[k - 1] + ld, xr, yr, c, sn), -kmax, kmax)
         # The rear axle advances ds along the arc of curvature kappa: half the turn h is at most
-        # ~0.2 rad, where these series are exact to 1e-7.
+        # ~0.4 rad, where these series are exact to 1e-5 (products with the reciprocals, which the
+        # compiler folds: a division is several times slower).
         h = 0.5 * kappa * ds
         h2 = h * h
-        hs = h * (1.0 - h2 / 6.0 * (1.0 - h2 / 20.0))
-        hc = 1.0 - 0.5 * h2 * (1.0 - h2 / 12.0)
-        ch = ds * (1.0 - h2 / 6.0)  # chord of the arc
+        hs = h * (1.0 - h2 * (1.0 / 6.0) * (1.0 - h2 * (1.0 / 20.0)))
+        hc = 1.0 - 0.5 * h2 * (1.0 - h2 * (1.0 / 12.0))
+        ch = ds * (1.0 - h2 * (1.0 / 6.0))  # chord of the arc
         xr += ch * (c * hc - sn * hs)
         yr += ch * (sn * hc + c * hs)
         c2 = c * (1.0 - 2.0 * hs * hs) - sn * (2.0 * hs * hc)
