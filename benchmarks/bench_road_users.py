@@ -15,6 +15,10 @@ policy-only throughput.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # idle BLAS threads spinning would count in the CPU time
+
 import argparse
 import json
 import platform
@@ -83,11 +87,15 @@ def main() -> None:
     clock = time.perf_counter if (a.wall or a.threads > 1) else time.process_time
     comps = [Composition(ov, a.worlds, a.threads) for _, ov in rows]
     best = [0.0] * len(rows)
+    paired = []
     # Round robin: every repeat times each row once, so a change of load on a shared machine touches
-    # all rows alike instead of the rows measured while it lasts.
+    # all rows alike instead of the rows measured while it lasts. The first two rows (policy cars
+    # only, full mix) run back to back, and their ratio within each repeat is kept as well: on a
+    # machine whose speed drifts, the median of those paired ratios moves less than a ratio of bests.
     for _ in range(a.repeats):
-        for k, c in enumerate(comps):
-            best[k] = max(best[k], c.run(a.steps, clock))
+        times = [c.run(a.steps, clock) for c in comps]
+        paired.append(times[1] / times[0])
+        best = [max(b, t) for b, t in zip(best, times)]
     out = []
     base = best[0]
     print(f"{'composition':32s} {'agents/world':>12s} {'policy agent-steps/s':>21s} {'vs policy only':>15s}")
@@ -95,10 +103,14 @@ def main() -> None:
         out.append({"composition": label, "agents_per_world": c.agents, "policy_agent_steps_per_s": sps,
                     "relative": sps / base})
         print(f"{label:32s} {c.agents:12.1f} {sps:21,.0f} {100 * sps / base:14.0f}%")
+    ratios = np.sort(paired)
+    print(f"full mix / policy only, paired within each repeat: median {100 * np.median(ratios):.0f}% "
+          f"(range {100 * ratios[0]:.0f}-{100 * ratios[-1]:.0f}%, {len(ratios)} repeats)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": platform.processor() or platform.machine(), "worlds": a.worlds,
-                       "steps": a.steps, "threads": a.threads, "rows": out}, f, indent=1)
+                       "steps": a.steps, "threads": a.threads, "rows": out,
+                       "paired_full_over_policy": [float(r) for r in paired]}, f, indent=1)
 
 
 if __name__ == "__main__":
