@@ -131,25 +131,29 @@ cdef inline double _kappa_max(Agent* a, const double* cp_all) noexcept nogil:
     return tan(cp_all[a.cls * N_CP + CP_STEERMAX]) / a.wheelbase
 
 
+cdef inline double _arc_through(double dx, double dy, double c, double sn) noexcept nogil:
+    """Curvature of the arc from a point heading (c, sn) through the point (dx, dy) away from it:
+    2 sin(alpha) / d; 0 when the two points coincide."""
+    cdef double d2 = dx * dx + dy * dy
+    if d2 < 1e-6:
+        return 0.0
+    return 2.0 * (c * dy - sn * dx) / d2
+
+
 cdef inline double _pursuit(const MapC* m, const Route* r, Cursor* cur, double s_target, double x, double y,
                             double c, double sn) noexcept nogil:
     """Curvature of the arc from the rear axle at (x, y), heading (c, sn), through the route point
     at arc length ``s_target``: 2 sin(alpha) / d."""
-    cdef double tx, ty, dx, dy, d2
+    cdef double tx, ty
     _route_xy(m, r, cur, s_target, &tx, &ty)
-    dx = tx - x
-    dy = ty - y
-    d2 = dx * dx + dy * dy
-    if d2 < 1e-6:
-        return 0.0
-    return 2.0 * (c * dy - sn * dx) / d2
+    return _arc_through(tx - x, ty - y, c, sn)
 
 
 cdef inline double _pursuit_offset(const MapC* m, const Route* r, Cursor* cur, double s_target, double lat_off,
                                    double x, double y, double c, double sn) noexcept nogil:
     """``_pursuit`` towards the route point ``lat_off`` metres left of the route (a planner vehicle's
     lateral offset, ``planner.pxd``)."""
-    cdef double tx, ty, dx, dy, d2, ex, ey, n
+    cdef double tx, ty, ex, ey, n
     _route_xy(m, r, cur, s_target, &tx, &ty)
     ex = m.lane_pts[3 * cur.q + 3] - m.lane_pts[3 * cur.q]
     ey = m.lane_pts[3 * cur.q + 4] - m.lane_pts[3 * cur.q + 1]
@@ -157,12 +161,7 @@ cdef inline double _pursuit_offset(const MapC* m, const Route* r, Cursor* cur, d
     if n > 1e-9:
         tx -= lat_off * ey / n
         ty += lat_off * ex / n
-    dx = tx - x
-    dy = ty - y
-    d2 = dx * dx + dy * dy
-    if d2 < 1e-6:
-        return 0.0
-    return 2.0 * (c * dy - sn * dx) / d2
+    return _arc_through(tx - x, ty - y, c, sn)
 
 
 cdef inline void _predict(const MapC* m, Agent* a, double kmax, double reach, Sweep* sw,
