@@ -2,7 +2,7 @@
 autoreset compared by the wall-clock time and the agent steps that PPO training takes to reach a fixed
 goal-reach rate, when every world reset loads its map from disk.
 
-    python benchmarks/bench_samplers.py [--seeds 0 1 2] [--total-steps 250000] [--target 0.3]
+    python benchmarks/bench_samplers.py [--seeds 0 1 2] [--target 0.1] [--window 5] [--max-seconds 280]
     python benchmarks/bench_samplers.py --read          # re-analyse the run folders of an earlier call
 
 The scenario dataset holds several bundled maps (``--maps``) with ``cache_size: 1``, so a world reset
@@ -15,8 +15,10 @@ alike, one at a time.
 Per run, from its ``progress.jsonl`` (one row per rollout): the goal-reach rate (share of the
 rollout's finished episodes in which the car reached a goal) smoothed by a moving average over
 ``--window`` rollouts, weighted by the episodes of each rollout; the first rollout at which it reaches
-``--target`` gives the training wall-clock seconds and agent steps to target. A run that never gets
-there is reported as "not reached in N s".
+``--target`` gives the training wall-clock seconds and agent steps to target (agent steps count every
+slot-step the env produced, padding of masked slots included, as ``terrazero train`` counts them). A
+run stops once it gets there (``--no-stop-at-target`` lets it finish) or after ``--max-seconds``; one
+that never gets there is reported as "not reached in N s".
 
 Before the runs, the mean cost of one world reset is measured on the same dataset: cold (cache of one
 map, as in training) and warm (every map cached), next to the cost of one step of all worlds.
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -76,7 +79,7 @@ def measure_reset_cost(manifest: Path, worlds: int, resets: int, steps: int, see
     held open is read from disk) and with every map cached (warm), and per step of all ``worlds``
     worlds with random actions."""
     import terrazero_env
-    from terrazero_env.maps import Dataset
+    from terrazero_env.maps import Dataset, load
 
     out: dict[str, float] = {}
     rng = np.random.default_rng(seed)
@@ -103,6 +106,12 @@ def measure_reset_cost(manifest: Path, worlds: int, resets: int, steps: int, see
             out["slots"] = float(n)
         venv.close()
     out["load_ms"] = out["cold_reset_ms"] - out["warm_reset_ms"]
+    # of which reading the file (checksums verified); the rest builds the map's road index
+    files = Dataset(manifest).files
+    t0 = time.perf_counter()
+    for j in range(max(resets // 4, len(files))):
+        load(files[j % len(files)])
+    out["read_ms"] = 1e3 * (time.perf_counter() - t0) / max(resets // 4, len(files))
     return out
 
 
@@ -128,13 +137,30 @@ def train(manifest: Path, folder: Path, sampler: str, seed: int, args: argparse.
     for kv in args.set:
         cmd += ["--set", kv]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    progress = folder / "progress.jsonl"
+    while proc.poll() is None:
+        time.sleep(1.0)
+        elapsed = time.perf_counter() - t0
+        rows = read_progress(folder) if args.stop_at_target and progress.is_file() else []
+        done = bool(rows) and time_to_target(rows, args.target, args.window)["seconds"] is not None
+        if done or (args.max_seconds and elapsed > args.max_seconds):
+            proc.send_signal(signal.SIGTERM)  # the trainer stops at the end of the rollout and saves
+            break
+    if proc.wait() not in (0, -signal.SIGTERM):
+        raise RuntimeError(f"terrazero train failed ({proc.returncode}): {' '.join(cmd)}")
     return time.perf_counter() - t0
 
 
 def read_progress(folder: Path) -> list[dict[str, Any]]:
+    rows = []
     with open(folder / "progress.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line still being written
+                break
+    return rows
 
 
 def smoothed_goal(rows: list[dict[str, Any]], window: int) -> np.ndarray:
@@ -175,7 +201,7 @@ def summarize(results: dict[str, dict[int, dict[str, Any]]], target: float) -> l
     seeds = sorted({s for r in results.values() for s in r})
     lines = [f"| sampler | seconds to goal-reach {target:.2f}: " + ", ".join(f"seed {s}" for s in seeds)
              + " | mean +- sd (s) | agent steps to target: " + ", ".join(f"seed {s}" for s in seeds)
-             + " | mean +- sd (steps) | agent-steps/s | mu | eta | final goal-reach |",
+             + " | mean +- sd (steps) | agent-steps/s (padding included) | mu | eta | final goal-reach |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|"]
     for sampler, runs in results.items():
         rs = [runs[s] for s in seeds if s in runs]
@@ -224,12 +250,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS), help="bundled maps of the dataset")
     p.add_argument("--cache-size", type=int, default=1, help="maps the dataset holds open")
-    p.add_argument("--total-steps", type=int, default=250_000, help="agent steps per run")
+    p.add_argument("--total-steps", type=int, default=1_000_000,
+                   help="agent steps per run (the learning rate anneals to 0 over them)")
     p.add_argument("--worlds", type=int, default=None, help="worlds (default: the preset's)")
     p.add_argument("--n-steps", type=int, default=None, help="rollout length (default: the preset's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="passed to terrazero train (e.g. a smaller policy for a smoke test)")
-    p.add_argument("--target", type=float, default=0.3, help="goal-reach rate to reach")
+    p.add_argument("--target", type=float, default=0.1, help="goal-reach rate to reach")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="stop a run after this much wall-clock (it then reports the target as not reached)")
+    p.add_argument("--stop-at-target", action=argparse.BooleanOptionalAction, default=True,
+                   help="stop a run once it reaches the target (default) or let it run to --total-steps")
     p.add_argument("--window", type=int, default=5, help="rollouts in the moving average")
     p.add_argument("--reset-samples", type=int, default=200, help="world resets timed for the reset cost")
     p.add_argument("--step-samples", type=int, default=200, help="vector steps timed for the step cost")
@@ -244,7 +275,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         manifest = write_manifest(args.out, args.maps, args.cache_size)
     cost = measure_reset_cost(manifest, args.worlds or 8, args.reset_samples, args.step_samples)
     print(f"world reset, map loaded from disk: {cost['cold_reset_ms']:.2f} ms; map cached: "
-          f"{cost['warm_reset_ms']:.2f} ms (load {cost['load_ms']:.2f} ms); one step of all worlds: "
+          f"{cost['warm_reset_ms']:.2f} ms (loading: {cost['load_ms']:.2f} ms, of which reading the file "
+          f"{cost['read_ms']:.2f} ms); one step of all worlds: "
           f"{cost['step_ms']:.3f} ms", flush=True)
 
     wall: dict[str, float] = {}
