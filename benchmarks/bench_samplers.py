@@ -74,7 +74,8 @@ def write_manifest(folder: Path, maps: list[str], cache_size: int = 1) -> Path:
     return path
 
 
-def measure_reset_cost(manifest: Path, worlds: int, resets: int, steps: int, seed: int = 0) -> dict[str, float]:
+def measure_reset_cost(manifest: Path, worlds: int, resets: int, steps: int,
+                       seed: int = 0) -> dict[str, float]:
     """Mean milliseconds per single-world reset on ``manifest``'s dataset as written (cold: a map not
     held open is read from disk) and with every map cached (warm), and per step of all ``worlds``
     worlds with random actions."""
@@ -127,7 +128,8 @@ def train(manifest: Path, folder: Path, sampler: str, seed: int, args: argparse.
         import shutil
 
         shutil.rmtree(folder)
-    cmd = [sys.executable, "-m", "terrazero_env.cli", "train", "--preset", "quick", "--dataset", str(manifest),
+    cmd = [sys.executable, "-m", "terrazero_env.cli", "train", "--preset", "quick",
+           "--dataset", str(manifest),
            "--sampler", sampler, "--seed", str(seed), "--total-steps", str(args.total_steps),
            "--out", str(folder), "--progress", "none", "--no-tensorboard", "--checkpoint-every", "100000"]
     if args.worlds:
@@ -195,14 +197,19 @@ def _fmt(v: float | None, run_s: float, unit: str = "") -> str:
     return f"not reached in {run_s:.0f} s" if v is None else f"{v:,.0f}{unit}"
 
 
+def _fmt_steps(v: int | None, run_steps: int) -> str:
+    return f"not reached in {run_steps:,}" if v is None else f"{v:,}"
+
+
 def summarize(results: dict[str, dict[int, dict[str, Any]]], target: float) -> list[str]:
     """Markdown table: per sampler, time and agent steps to target for each seed, and their mean and
     standard deviation over the seeds that reached it."""
     seeds = sorted({s for r in results.values() for s in r})
     lines = [f"| sampler | seconds to goal-reach {target:.2f}: " + ", ".join(f"seed {s}" for s in seeds)
              + " | mean +- sd (s) | agent steps to target: " + ", ".join(f"seed {s}" for s in seeds)
-             + " | mean +- sd (steps) | agent-steps/s (padding included) | mu | eta | final goal-reach |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+             + " | mean +- sd (steps) | agent-steps/s (padding included) | mu | eta | agent steps per finished episode"
+             " | final goal-reach |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for sampler, runs in results.items():
         rs = [runs[s] for s in seeds if s in runs]
         secs = [r["seconds"] for r in rs if r["seconds"] is not None]
@@ -210,12 +217,15 @@ def summarize(results: dict[str, dict[int, dict[str, Any]]], target: float) -> l
         note = "" if len(secs) == len(rs) else f" ({len(secs)}/{len(rs)} reached)"
 
         def ms(v: list[float]) -> str:
-            return "n/a" if not v else f"{np.mean(v):,.0f} +- {np.std(v, ddof=1) if len(v) > 1 else 0:,.0f}{note}"
+            sd = np.std(v, ddof=1) if len(v) > 1 else 0.0
+            return "n/a" if not v else f"{np.mean(v):,.0f} +- {sd:,.0f}{note}"
 
         lines.append(f"| {sampler} | " + ", ".join(_fmt(r["seconds"], r["run_seconds"]) for r in rs)
-                     + f" | {ms(secs)} | " + ", ".join(_fmt(r["agent_steps"], r["run_seconds"]) for r in rs)
+                     + f" | {ms(secs)} | "
+                     + ", ".join(_fmt_steps(r["agent_steps"], r["run_agent_steps"]) for r in rs)
                      + f" | {ms(steps)} | {np.mean([r['steps_per_s'] for r in rs]):,.0f}"
                      + f" | {np.mean([r['mu'] for r in rs]):.2f} | {np.mean([r['eta'] for r in rs]):.3f}"
+                     + f" | {np.mean([r['run_agent_steps'] / max(r['episodes'], 1) for r in rs]):.1f}"
                      + f" | {np.mean([r['final_goal'] for r in rs]):.2f} |")
     return lines
 
@@ -296,7 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 continue
             rows = read_progress(folder)
             results.setdefault(sampler, {})[seed] = time_to_target(rows, args.target, args.window)
-            curves[(sampler, seed)] = (np.array([r["seconds"] for r in rows]), smoothed_goal(rows, args.window))
+            seconds = np.array([r["seconds"] for r in rows])
+            curves[(sampler, seed)] = (seconds, smoothed_goal(rows, args.window))
     table = summarize(results, args.target)
     print("\n".join(table))
     plot(curves, args.target, args.plot)
