@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scene_run import run_checked
 
 from terrazero_env import engine as core
 from terrazero_env.config import Consequence, EngineConfig, InitConfig, RoadUsersConfig
@@ -50,27 +51,6 @@ def _idm(x: float, y: float, speed: float) -> dict:
     return {"cls": 0, "x": x, "y": y, "heading": 0.0, "speed": speed, "idm": True, "length": 4.5, "width": 1.9}
 
 
-def _boxes(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.stack([a["x"], a["y"], a["heading"], a["length"], a["width"]], axis=1), np.float64)
-
-
-def _run(e: core.Engine, m: object, spec: list[dict], steps: int) -> list[np.ndarray]:
-    """Step the scene; assert at every step that no two agents overlap and that no IDM vehicle's
-    footprint leaves the road. Returns the agents at each step."""
-    e.set_scene(0, spec, seed=0)
-    rm = e.road_maps[0]
-    n = len(spec)
-    i, j = np.triu_indices(n, 1)
-    idm = np.array([s.get("idm", False) for s in spec])
-    out = []
-    for t in range(steps):
-        e.step()
-        a = e.agents[0, :n].copy()
-        hit = core.obb_overlap_batch(_boxes(a[i]), _boxes(a[j]))
-        assert not hit.any(), f"step {t}: agents {i[hit][0]} and {j[hit][0]} overlap"
-        assert not core.footprint_offroad(rm, _boxes(a[idm])).any(), f"step {t}: an IDM vehicle left the road"
-        out.append(a)
-    return out
 
 
 def test_vehicle_changes_lane_around_a_closure_and_passes_it() -> None:
@@ -78,7 +58,7 @@ def test_vehicle_changes_lane_around_a_closure_and_passes_it() -> None:
     passes the closure without stopping and settles on the left lane's centre."""
     m = _road(2)
     spec = _closure(0) + [_idm(100.0, 0.0, 8.0)]
-    traj = _run(_engine(m), m, spec, 250)
+    traj = run_checked(_engine(m), spec, 250)
     car = np.array([a[-1] for a in traj])
     assert car["x"][-1] > CLOSURE + 50.0
     assert abs(car["y"][-1] - W) < 0.2 and abs(car["heading"][-1]) < 0.02
@@ -90,7 +70,7 @@ def test_switch_off_stops_behind_the_closure() -> None:
     """With ``lane_change=False`` the same vehicle stays in its lane and comes to rest before the line."""
     m = _road(2)
     spec = _closure(0) + [_idm(100.0, 0.0, 8.0)]
-    car = _run(_engine(m, lane_change=False), m, spec, 200)[-1][-1]
+    car = run_checked(_engine(m, lane_change=False), spec, 200)[-1][-1]
     assert abs(car["y"]) < 0.05 and abs(car["speed"]) < 0.1
     assert 2.0 < CLOSURE - car["x"] < 12.0
 
@@ -101,7 +81,7 @@ def test_no_free_lane_means_a_stop_before_the_closure(n_lanes: int) -> None:
     neighbour too), the vehicle stops in its lane before the line and never touches a cone."""
     m = _road(n_lanes)
     spec = _closure(0) + (_closure(1) if n_lanes == 2 else []) + [_idm(100.0, 0.0, 8.0)]
-    car = _run(_engine(m), m, spec, 200)[-1][-1]
+    car = run_checked(_engine(m), spec, 200)[-1][-1]
     assert abs(car["y"]) < 0.05 and abs(car["speed"]) < 0.1
     assert 2.0 < CLOSURE - car["x"] < 12.0
 
@@ -111,7 +91,7 @@ def test_vehicle_waits_while_a_neighbour_is_alongside() -> None:
     only once the neighbour is clear ahead of it, then passes the closure; nothing ever overlaps."""
     m = _road(2)
     spec = _closure(0) + [_idm(110.0, 0.0, 8.0), _idm(108.0, W, 8.0)]
-    traj = _run(_engine(m), m, spec, 300)
+    traj = run_checked(_engine(m), spec, 300)
     car = np.array([a[-2] for a in traj])
     nb = np.array([a[-1] for a in traj])
     moved = np.nonzero(car["y"] > 0.3)[0]
@@ -152,7 +132,7 @@ def test_taper_leaves_the_adjacent_lane_passable() -> None:
     taper = [_cone(CLOSURE + 4.0 * k, -1.4 + 0.7 * k) for k in range(5)] + [_cone(CLOSURE + 20.0 + 4.0 * k, 1.4)
                                                                            for k in range(4)]
     spec = taper + [_idm(100.0, W, 10.0), _idm(70.0, 0.0, 10.0)]
-    traj = _run(_engine(m), m, spec, 250)
+    traj = run_checked(_engine(m), spec, 250)
     free = np.array([a[-2] for a in traj])
     closed = np.array([a[-1] for a in traj])
     assert free["speed"].min() > 8.0 and free["x"][-1] > CLOSURE + 60.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scene_run import run_checked
 
 from terrazero_env import engine as core
 from terrazero_env import load_config
@@ -55,26 +56,6 @@ def _planner(x: float, y: float, speed: float) -> dict:
     return _car(x, y, speed, idm=True, planner=True)
 
 
-def _boxes(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.stack([a["x"], a["y"], a["heading"], a["length"], a["width"]], axis=1), np.float64)
-
-
-def _run(e: core.Engine, spec: list[dict], steps: int) -> np.ndarray:
-    """Step the scene; assert at every step that no two agents overlap and that no rule-based vehicle's
-    footprint leaves the road. Returns the agents, ``[steps, n]``."""
-    e.set_scene(0, spec, seed=0)
-    n = len(spec)
-    i, j = np.triu_indices(n, 1)
-    moving = np.array([s.get("idm", False) for s in spec])
-    out = []
-    for t in range(steps):
-        e.step()
-        a = e.agents[0, :n].copy()
-        hit = core.obb_overlap_batch(_boxes(a[i]), _boxes(a[j]))
-        assert not hit.any(), f"step {t}: agents {i[hit][0]} and {j[hit][0]} overlap"
-        assert not core.footprint_offroad(e.road_maps[0], _boxes(a[moving])).any(), f"step {t}: a vehicle left the road"
-        out.append(a)
-    return np.array(out)
 
 
 def test_planner_passes_a_stopped_vehicle_when_the_next_lane_is_free() -> None:
@@ -84,7 +65,7 @@ def test_planner_passes_a_stopped_vehicle_when_the_next_lane_is_free() -> None:
     m = _road()
     spec = [_car(STOPPED_X, 0.0), _planner(100.0, 0.0, 8.0)]
     e = _engine(m)
-    car = _run(e, spec, 250)[:, 1]
+    car = run_checked(e, spec, 250)[:, 1]
     st = e.planner_state(0)
     assert st["planner"].tolist() == [False, True]
     assert car["x"][-1] > STOPPED_X + 100.0 and abs(car["y"][-1] - W) < 0.1
@@ -93,7 +74,7 @@ def test_planner_passes_a_stopped_vehicle_when_the_next_lane_is_free() -> None:
     assert st["lane_changes"][1] == 1
     assert 24 <= st["replans"][1] <= 26, "one plan per second (interval 1 s) over 25 s"
     spec_idm = [_car(STOPPED_X, 0.0), _car(100.0, 0.0, 8.0, idm=True)]
-    idm = _run(_engine(m), spec_idm, 200)[:, 1]
+    idm = run_checked(_engine(m), spec_idm, 200)[:, 1]
     assert abs(idm["y"][-1]) < 0.05 and abs(idm["speed"][-1]) < 0.1
 
 
@@ -105,7 +86,7 @@ def test_planner_overtakes_on_the_side_of_its_traffic(handedness: Handedness) ->
               "left_neighbor": k + 1 if k < 2 else -1, "right_neighbor": k - 1} for k in range(3)]
     edges = [[[0, -0.5 * W], [600, -0.5 * W]], [[0, 2.5 * W], [600, 2.5 * W]]]
     m = build(from_dict({"name": "three", "handedness": handedness.name.lower(), "lanes": lanes, "road_edges": edges}))
-    car = _run(_engine(m), [_car(STOPPED_X, W), _planner(100.0, W, 8.0)], 200)[:, 1]
+    car = run_checked(_engine(m), [_car(STOPPED_X, W), _planner(100.0, W, 8.0)], 200)[:, 1]
     assert car["x"][-1] > STOPPED_X + 50.0
     want = 2 * W if handedness == Handedness.RIGHT else 0.0
     assert abs(car["y"][-1] - want) < 0.1
@@ -118,7 +99,7 @@ def test_planner_stops_behind_when_the_next_lane_is_occupied() -> None:
     row = [_car(STOPPED_X - 40.0 + 7.0 * k, W) for k in range(10)]
     spec = [_car(STOPPED_X, 0.0)] + row + [_planner(100.0, 0.0, 8.0)]
     e = _engine(m)
-    car = _run(e, spec, 200)[:, -1]
+    car = run_checked(e, spec, 200)[:, -1]
     assert np.abs(car["y"]).max() < 0.05 and abs(car["speed"][-1]) < 0.1
     assert 2.0 < STOPPED_X - 4.5 - car["x"][-1] + 4.5 < 12.0
     assert e.planner_state(0)["lane_changes"][-1] == 0
@@ -129,7 +110,7 @@ def test_planner_waits_for_a_neighbour_alongside_then_passes() -> None:
     clear ahead; then the planner vehicle moves over and passes the stopped vehicle."""
     m = _road()
     spec = [_car(STOPPED_X, 0.0), _planner(110.0, 0.0, 8.0), _car(108.0, W, 8.0, idm=True)]
-    traj = _run(_engine(m), spec, 300)
+    traj = run_checked(_engine(m), spec, 300)
     car, nb = traj[:, 1], traj[:, 2]
     moved = np.nonzero(car["y"] > 0.3)[0]
     assert moved.size, "the planner vehicle never went around"
@@ -146,7 +127,7 @@ def test_planner_nudges_past_cones_at_the_edge_of_its_lane() -> None:
     cones = [{"cls": 0, "x": STOPPED_X + 3.0 * k, "y": -1.2, "heading": 0.0, "length": 0.4, "width": 0.4,
               "height": 0.7, "controlled": False} for k in range(8)]
     e = _engine(m, planner_offsets=(-0.5, 0.0, 0.5))
-    car = _run(e, cones + [_planner(100.0, 0.0, 8.0)], 250)[:, -1]
+    car = run_checked(e, cones + [_planner(100.0, 0.0, 8.0)], 250)[:, -1]
     # While its body is level with the cones (x 149.8 to 171.2) it keeps the margin (0.3 m) from them.
     beside = (car["x"] + 2.25 > STOPPED_X - 0.2) & (car["x"] - 2.25 < STOPPED_X + 21.2)
     assert beside.sum() > 10 and (car["y"][beside] - 0.95 - (-1.2 + 0.2)).min() > 0.3, "it passed too close"
