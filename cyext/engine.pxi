@@ -108,6 +108,9 @@ cdef class Engine:
     cdef unsigned char* sig_perm
     cdef double* tr_d2
     cdef int* tr_idx
+    cdef double* lt_d2                       # traffic-light candidates, per world (g_cap each)
+    cdef int* lt_idx
+    cdef RewardForm rform                    # forms of the velocity-alignment and speed-limit terms
     cdef double cp[N_CLASSES * N_CP]
     cdef double grid_long[N_CLASSES * MAX_GRID]
     cdef double grid_lat[N_CLASSES * MAX_GRID]
@@ -321,6 +324,10 @@ cdef class Engine:
         e.alpha_params = ego.get("alpha_params", -1)
         e.kinematic_params = ego.get("kinematic_params", -1)
         e.lane_state = ego.get("lane_state", -1)
+        e.lateral_velocity = ego.get("lateral_velocity", -1)
+        e.yaw_rate = ego.get("yaw_rate", -1)
+        e.road_curvature = ego.get("road_curvature", -1)
+        e.curvature_lookahead = o.curvature_lookahead
         e.n_alpha = len(alpha)
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
@@ -338,9 +345,16 @@ cdef class Engine:
         e.n.lane_heading_range = nm["lane_heading_range"]
         e.n.lane_lateral_range = nm["lane_lateral_range"]
         e.n.segment_range = nm["segment_range"]
+        e.n.lateral_velocity_range = nm["lateral_velocity_range"]
+        e.n.yaw_rate_range = nm["yaw_rate_range"]
+        e.n.curvature_range = nm["curvature_range"]
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
         self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
+        if L.groups.get("traffic") is not None and o.traffic_lights:
+            # The group holds the stop lines' slots, then the traffic lights' (observe.write_traffic).
+            self.traffic.max_n = o.max_traffic
+            self.traffic.lights_n = o.max_traffic_lights
         g = L.groups.get("partners")
         if g is not None and o.partner_acceleration:
             self.partners.accel = g.feature("acceleration").start
@@ -354,6 +368,7 @@ cdef class Engine:
         ent.z_gate = o.z_gate
         ent.dropout = o.slot_dropout
         ent.accel = -1
+        ent.lights_n = 0
         ent.n = self.ego.n
 
     # ----------------------------------------------------------------------------------------- API

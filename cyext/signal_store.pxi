@@ -19,7 +19,8 @@ cdef _grow_signal_store(Engine e):
            "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, 2 * I), np.int32),
            "phase": np.zeros((W, 2 * I), np.uint8), "timer": np.zeros((W, 2 * I)),
            "barrier": np.zeros((W, I), np.int32), "perm": np.zeros((W, I), np.uint8),
-           "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32)}
+           "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32),
+           "lt_d2": np.zeros((W, G)), "lt_idx": np.zeros((W, G), np.int32)}
     if e._sig is not None:
         for k, old in e._sig.items():
             new[k][:, : old.shape[1]] = old
@@ -35,6 +36,8 @@ cdef _grow_signal_store(Engine e):
     e.sig_perm = <unsigned char*>_ptr_mut(new["perm"])
     e.tr_d2 = <double*>_ptr_mut(new["tr_d2"])
     e.tr_idx = <int*>_ptr_mut(new["tr_idx"])
+    e.lt_d2 = <double*>_ptr_mut(new["lt_d2"])
+    e.lt_idx = <int*>_ptr_mut(new["lt_idx"])
 
 cdef void _sig_state(Engine e, Py_ssize_t w, SigState* st) noexcept nogil:
     st.head = e.sig_head + w * e.g_cap
