@@ -38,7 +38,7 @@ from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners
                      float_to_half)
 from rewards cimport StepEvents, RewardForm, step_reward, goal_progress
 from scene cimport lane_length, lane_point, sample_goal
-from lanegraph cimport nearest_lane, track_goals_reachable
+from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_draw_mode

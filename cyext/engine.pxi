@@ -98,6 +98,7 @@ cdef class Engine:
     cdef StopRules stop_rules
     cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
     cdef object _sig                         # numpy owners of the signal-state arrays
+    cdef object _lanescratch                 # numpy owners of the lane-graph scratch (lg)
     cdef unsigned char* sig_head
     cdef unsigned char* sig_sl
     cdef double* sig_sl_timer
@@ -110,6 +111,8 @@ cdef class Engine:
     cdef int* tr_idx
     cdef double* lt_d2                       # traffic-light candidates, per world (g_cap each)
     cdef int* lt_idx
+    cdef Py_ssize_t l_cap                    # per-world capacity of the lane-graph scratch (lanes)
+    cdef LaneGraphScratch* lg                # per world: scratch of the topology goal distance
     cdef RewardForm rform                    # forms of the velocity-alignment and speed-limit terms
     cdef double cp[N_CLASSES * N_CP]
     cdef double grid_long[N_CLASSES * MAX_GRID]
@@ -135,6 +138,9 @@ cdef class Engine:
         self.rngs = NULL
         self.wmap = NULL
         self.wreach = NULL
+        self.lg = NULL
+        self.l_cap = 0
+        self._lanescratch = None
         self._buffers = None
         self._busy = False
 
@@ -245,8 +251,10 @@ cdef class Engine:
         return 0
 
     cdef _ensure_signal_capacity(self):
-        """Per-world signal arrays sized for the largest map in use (signal_store.pxi)."""
+        """Per-world signal arrays and lane-graph scratch sized for the largest map in use
+        (signal_store.pxi)."""
         _grow_signal_store(self)
+        _grow_lane_scratch(self)
 
     def signal_states(self, int world):
         """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
@@ -279,6 +287,7 @@ cdef class Engine:
         free(self.rngs)
         free(self.wmap)
         free(self.wreach)
+        free(self.lg)
 
     @property
     def pedestrian_stats(self):
@@ -328,6 +337,10 @@ cdef class Engine:
         e.yaw_rate = ego.get("yaw_rate", -1)
         e.road_curvature = ego.get("road_curvature", -1)
         e.curvature_lookahead = o.curvature_lookahead
+        e.topology_goal_distance = ego.get("topology_goal_distance", -1)
+        e.topology_cap = o.topology_max_distance
+        e.lane_max_dist = self.config.lane_max_distance
+        e.z_gate = o.z_gate
         e.n_alpha = len(alpha)
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i

@@ -16,6 +16,7 @@ from libc.string cimport memcpy
 from libc.math cimport sqrt, fabs, sin, cos
 from geometry cimport wrap_angle
 from scene cimport lane_length, lane_point
+from lanegraph cimport LaneGraphScratch, lane_graph_distance, nearest_lane
 from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
@@ -187,7 +188,10 @@ ctypedef struct EgoLayout:
     int collision_state, steering_angle, acceleration, stop_sign_state, alpha_params
     int kinematic_params, lane_state
     int lateral_velocity, yaw_rate, road_curvature   # optional appendix C features (-1 when off)
+    int topology_goal_distance
     double curvature_lookahead                     # m
+    double topology_cap                            # m: topology_max_distance
+    double lane_max_dist, z_gate                   # m: how the goal's lane is found (as an agent's)
     int n_alpha
     int alpha_idx[N_REWARD]
     double kin_lo, kin_hi
@@ -231,8 +235,24 @@ cdef inline double lane_curvature_ahead(const MapC* m, int lane, double s, doubl
     return wrap_angle(h1 - h0) / travelled
 
 
+cdef inline double topology_goal_distance(const MapC* m, const EgoLayout* L, Agent* a,
+                                          LaneGraphScratch* sc) noexcept nogil:
+    """Driving distance (m) from the agent's place on its lane to the goal's nearest lane point along
+    the lane graph (``lanegraph.lane_graph_distance``); ``L.topology_cap`` when either is off every
+    lane or the goal is further than that."""
+    cdef double gs = 0.0, d
+    cdef int gl
+    if a.lane < 0:
+        return L.topology_cap
+    gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, L.lane_max_dist, L.z_gate, &gs)
+    if gl < 0:
+        return L.topology_cap
+    d = lane_graph_distance(m, a.lane, a.lane_arc, gl, gs, L.topology_cap, sc)
+    return L.topology_cap if d < 0 else d
+
+
 cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout,
-                           const MapC* m) noexcept nogil:
+                           const MapC* m, LaneGraphScratch* sc) noexcept nogil:
     cdef Py_ssize_t b = row
     cdef double dx, dy, v
     cdef int k
@@ -292,6 +312,9 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
     if L.road_curvature >= 0:
         v = lane_curvature_ahead(m, a.lane, a.lane_arc, L.curvature_lookahead) if a.lane >= 0 else 0.0
         obs_put(o, b + L.road_curvature, clamp_obs(v / L.n.curvature_range))
+    if L.topology_goal_distance >= 0:
+        v = 0.0 if a.goal_hidden else topology_goal_distance(m, L, a, sc) * L.n.goal_scale
+        obs_put(o, b + L.topology_goal_distance, clamp_obs(v))
 
 
 cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:

@@ -133,6 +133,15 @@ class ObsConfig:
     road curvature among the optional ego features; lookahead and normaliser are ours)."""
     curvature_lookahead: float = 10.0
     """Arc length ahead over which ``road_curvature`` averages the lane's heading change (m) (ours)."""
+    topology_goal_distance: bool = False
+    """Optional, off by default: the shortest forward driving distance to the goal along the lane graph
+    (successor lanes and lane changes, from the current lane to the lane nearest the goal) x
+    ``goal_scale``, 1 value; 0 while the goal is hidden, ``topology_max_distance`` x ``goal_scale`` off
+    every lane or when the goal cannot be reached within it (appendix C names topology distance to goal
+    among the optional ego features; the search and the sentinel are ours)."""
+    topology_max_distance: float = 200.0
+    """The lane-graph search for ``topology_goal_distance`` stops this far out (m) (ours: the paper's goals
+    lie at most about 120 m ahead)."""
     goal_scale: float = 0.005
     """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
     it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
@@ -193,7 +202,7 @@ class ObsConfig:
         for name in ("max_partners", "max_road_segments", "max_traffic", "max_traffic_lights"):
             check_int(f"ObsConfig.{name}", getattr(self, name), 0, 4096)
         for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "road_segment_length",
-                     "curvature_lookahead"):
+                     "curvature_lookahead", "topology_max_distance"):
             check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of metres")
         for name in ("goal_scale", "speed_scale"):
             check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True)

@@ -104,7 +104,7 @@ def test_speed_limit_lane_source_falls_back_to_the_sampled_cap_off_every_lane(ro
 
 # ---------------------------------------------------------------------------------- ego features
 
-EXTRA = {"lateral_velocity": True, "yaw_rate": True, "road_curvature": True}
+EXTRA = {"lateral_velocity": True, "yaw_rate": True, "road_curvature": True, "topology_goal_distance": True}
 
 
 def _arc_map(radius: float, left: bool) -> MapData:
@@ -132,10 +132,10 @@ def test_optional_ego_features_grow_the_ego_vector_only_when_on(road):
     base = _engine(road)
     on = _engine(road, obs=EXTRA)
     lane = _engine(road, obs={"lane_state": True, **EXTRA})
-    assert on.obs_dim == base.obs_dim + 3
-    assert lane.obs_dim == base.obs_dim + 5
+    assert on.obs_dim == base.obs_dim + 4
+    assert lane.obs_dim == base.obs_dim + 6
     names = [n for n, _, _ in on.obs_layout.groups["ego"].features]
-    assert names[-3:] == ["lateral_velocity", "yaw_rate", "road_curvature"]
+    assert names[-4:] == ["lateral_velocity", "yaw_rate", "road_curvature", "topology_goal_distance"]
     assert "lateral_velocity" not in [n for n, _, _ in base.obs_layout.groups["ego"].features]
 
 
@@ -317,5 +317,87 @@ def test_gymnasium_check_env_passes_with_every_switch_on():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
     base = gym.make("TerraZero/Drive-v0", preset="quick")
-    assert env.observation_space.shape[0] == base.observation_space.shape[0] + 5 + 8 * 12
+    assert env.observation_space.shape[0] == base.observation_space.shape[0] + 6 + 8 * 12
     assert ObsConfig().max_traffic_lights == 8
+
+
+# ------------------------------------------------------------------------------ topology distance
+
+
+def _reference_route_length(rm, lane0: int, s0: float, goal: int, gs: float) -> float:
+    """Slow reference: Dijkstra over (lane, arc where it was entered) states. Driving along a lane
+    costs the arc length covered; at any arc one may change to an adjacent same-direction lane (same
+    arc, free) or, at the lane's end, enter a successor at arc 0. inf when unreachable."""
+    import heapq
+
+    m = rm.map_data
+    length = {i: float(np.sum(np.hypot(*np.diff(m.lanes.centerline.row(i)[:, :2], axis=0).T)))
+              for i in range(len(m.lanes))}
+    left, right = rm.lane_neighbors
+    best = np.inf
+    heap = [(0.0, lane0, s0)]
+    seen = set()
+    while heap:
+        cost, lane, entry = heapq.heappop(heap)
+        if cost >= best:
+            break
+        if (lane, entry) in seen:
+            continue
+        seen.add((lane, entry))
+        if lane == goal and gs >= entry:
+            best = min(best, cost + gs - entry)
+        for nb in (left[lane], right[lane]):
+            if nb >= 0:
+                heapq.heappush(heap, (cost, int(nb), entry))
+        for nxt in m.lanes.successors.row(lane):
+            heapq.heappush(heap, (cost + length[lane] - entry, int(nxt), 0.0))
+    return best
+
+
+def test_topology_goal_distance_matches_a_slow_reference_on_a_town():
+    """Random placements on a two-lanes-per-direction town: the feature is the reference's
+    shortest route (successors and lane changes) to the goal's nearest lane point, x goal_scale."""
+    from terrazero_env.maps import procedural
+
+    town = build(procedural.grid_town(seed=0, rows=2, cols=2, lanes_per_direction=2))
+    cfg = EngineConfig(num_worlds=1, slots_per_world=8, max_agents_per_world=8, consequences=NONE,
+                       init=InitConfig(num_agents=(8, 8), goal_dropout=(0.0,) * 5, goal_distance=(10.0, 150.0)),
+                       obs=ObsConfig(topology_goal_distance=True, goal_scale=0.01, topology_max_distance=400.0))
+    e = core.Engine(cfg, maps=town)
+    rm = e.road_maps[0]
+    col = e.obs_layout.groups["ego"].feature("topology_goal_distance")
+    checked = 0
+    for seed in range(12):
+        e.reset(seeds=[seed])
+        st = e.agent_states(0)
+        for k in range(8):
+            i = int(np.nonzero(st["slot"] == k)[0][0]) if (st["slot"] == k).any() else -1
+            if i < 0 or st["lane"][i] < 0:
+                continue
+            here = rm.project_to_lanes(np.array([[st["x"][i], st["y"][i]]]), 8.0)
+            there = rm.project_to_lanes(np.array([[st["goal_x"][i], st["goal_y"][i]]]), 8.0)
+            assert here["row"][0] == st["lane"][i]
+            want = _reference_route_length(rm, int(here["row"][0]), float(here["s"][0]), int(there["row"][0]),
+                                           float(there["s"][0]))
+            want = min(want, 400.0)
+            got = float(e.observations[k][col][0]) / 0.01
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-3), (seed, k)
+            checked += 1
+    assert checked >= 60
+
+
+def test_topology_goal_distance_on_the_straight_road_and_its_cap(road):
+    """Goal 130 m ahead on the same lane reads 130 m; a goal on the opposite lane needs the U-turn at
+    the far end, beyond a 200 m cap (reads the cap) but inside a 400 m one; a hidden goal reads 0."""
+    e = _engine(road, obs={"topology_goal_distance": True, "goal_scale": 0.01})
+    col = e.obs_layout.groups["ego"].feature("topology_goal_distance")
+    e.set_scene(0, [dict(CAR_10, goal=(190.0, -1.75))])
+    assert e.observations[0][col][0] == pytest.approx(1.30, rel=1e-5)
+    e.set_scene(0, [dict(CAR_10, goal=(20.0, 1.75))])
+    assert e.observations[0][col][0] == pytest.approx(2.00, rel=1e-6)
+    e.set_scene(0, [dict(CAR_10, goal=(20.0, 1.75), goal_hidden=True)])
+    assert e.observations[0][col][0] == 0.0
+    far = _engine(road, obs={"topology_goal_distance": True, "goal_scale": 0.01, "topology_max_distance": 400.0})
+    far.set_scene(0, [dict(CAR_10, goal=(20.0, 1.75))])
+    turn = float(np.sum(np.hypot(*np.diff(road.lanes.centerline.row(2)[:, :2], axis=0).T)))
+    assert far.observations[0][col][0] == pytest.approx((140.0 + turn + 180.0) * 0.01, rel=1e-5)

@@ -83,6 +83,8 @@ BAD: list[tuple[type, str, object, str]] = [
     (ObsConfig, "state_dropout", NAN, "ObsConfig.state_dropout"),
     (ObsConfig, "curvature_lookahead", 0.0, "ObsConfig.curvature_lookahead"),
     (ObsConfig, "curvature_lookahead", NAN, "ObsConfig.curvature_lookahead"),
+    (ObsConfig, "topology_max_distance", -5.0, "ObsConfig.topology_max_distance"),
+    (ObsConfig, "topology_max_distance", INF, "ObsConfig.topology_max_distance"),
     (ObsConfig, "max_traffic_lights", 8.0, "ObsConfig.max_traffic_lights"),
     (ObsConfig, "max_traffic_lights", -1, "ObsConfig.max_traffic_lights"),
     # RewardForms
