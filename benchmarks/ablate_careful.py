@@ -15,16 +15,19 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   task's cars the switch also turns the term on with the cyclist column's range [0.25, 1.0]; without
   that it would change nothing.
 * ``ego_features``: appendix C's optional ego features: lane state (heading residual, lateral offset),
-  lateral velocity across the lane, yaw rate, lane curvature ahead.
+  lateral velocity across the lane, yaw rate, lane curvature ahead, topology distance to goal.
 * ``traffic_lights``: table 12's traffic-light entities besides the stop lines.
+* ``comfort_range``: the comfort weight over table 8's full vehicle range [0, 0.1] instead of the
+  preset's [0, 0.02].
 
 A variant is ``baseline`` (the preset as it is), a change name, ``all`` (every change), ``all-NAME``
 (every change but one) or names joined by ``+``. Training is ``terrazero_env.agents.train.train``
 (the preset's ``train:`` section, ``--total-steps`` agent steps, the learning rate annealed over that
 budget); the evaluation is ``terrazero_env.agents.evaluate.evaluate`` on each run's own config. Rates
 are shares of episodes with at least one such event (the ``terrazero eval`` table). Writes
-``benchmarks/results/ablate_careful.json`` (``--json``); runs go under ``--runs`` (a temporary folder
-by default).
+``benchmarks/results/ablate_careful.json`` (``--json``; ``--append`` adds to the records already
+there, which must share the preset, budget and evaluation); runs go under ``--runs`` (a temporary
+folder by default).
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ CHANGES: dict[str, dict[str, Any]] = {
     "vel_align_table8": {"reward_forms.vel_align": "table8"},
     "speed_limit_lane": {"reward_forms.speed_limit": "lane", "rewards.speed_limit": {"vehicle": [0.25, 1.0]}},
     "ego_features": {"obs.lane_state": True, "obs.lateral_velocity": True, "obs.yaw_rate": True,
-                     "obs.road_curvature": True},
+                     "obs.road_curvature": True, "obs.topology_goal_distance": True},
     "traffic_lights": {"obs.traffic_lights": True},
+    "comfort_range": {"rewards.comfort": {"vehicle": [0.0, 0.1]}},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
@@ -132,23 +136,37 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--preset", default="quick")
     ap.add_argument("--runs", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "ablate_careful.json"))
+    ap.add_argument("--append", action="store_true", help="keep the records already in --json")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     for v in variants:
         variant_changes(v)  # unknown names stop before any training
     torch.set_num_threads(1)
     records: list[dict[str, Any]] = []
+    commands = ["python benchmarks/ablate_careful.py " + " ".join(argv or [])]
+    if args.append and Path(args.json).is_file():
+        old = json.loads(Path(args.json).read_text(encoding="utf-8"))
+        same = {k: old.get(k) for k in ("preset", "total_steps", "episodes", "eval_seed")}
+        want = {"preset": args.preset, "total_steps": args.total_steps, "episodes": args.episodes,
+                "eval_seed": args.eval_seed}
+        if same != want:
+            raise SystemExit(f"--append: {args.json} holds runs of {same}, not {want}")
+        records = list(old["records"])
+        commands = list(old.get("commands", [])) + commands
+    shown = list(dict.fromkeys([r["variant"] for r in records] + variants))
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(args.runs) if args.runs else Path(tmp)
         # Seed-major, so a cut-short ablation still holds every variant at its first seeds.
         for seed in args.seeds:
             for v in variants:
+                if any(r["variant"] == v and r["seed"] == seed for r in records):
+                    continue
                 rec = run_one(v, seed, args.total_steps, args.episodes, args.eval_seed, runs, args.preset)
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
-                doc = {"command": "python benchmarks/ablate_careful.py " + " ".join(argv or []),
+                doc = {"commands": commands,
                        "preset": args.preset, "total_steps": args.total_steps, "episodes": args.episodes,
-                       "eval_seed": args.eval_seed, "changes": {v: variant_changes(v) for v in variants},
+                       "eval_seed": args.eval_seed, "changes": {v: variant_changes(v) for v in shown},
                        "overrides": CHANGES, "machine": f"{platform.processor() or platform.machine()}, "
                                                         f"{platform.python_version()}, torch {torch.__version__}",
                        "records": records}
@@ -157,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"{args.preset}, {args.total_steps:,} agent steps per run, {args.episodes} evaluation episodes "
           f"(seed {args.eval_seed}, sampled actions)")
-    print(format_rows(records, variants))
+    print(format_rows(records, shown))
 
 
 if __name__ == "__main__":
