@@ -104,23 +104,27 @@ def run_one(variant: str, seed: int, total_steps: int, episodes: int, eval_seed:
            "mean_return": rows["mean_return"]["value"]}
     for head, key in COLUMNS:
         rec[head] = rows[key]["value"]
+    closed = result["closed_loop"]
+    rec["speeding"] = float(np.mean(closed["speeding"]))   # share of time above the posted limit
+    rec["score"] = float(np.mean(closed["score"]))         # nuPlan-style closed-loop score, 0-100
     return rec
 
 
 def format_rows(records: list[dict[str, Any]], variants: list[str]) -> str:
     heads = [h for h, _ in COLUMNS]
-    lines = ["| variant | seed | " + " | ".join(heads) + " | return |", "|" + "---|" * (len(heads) + 3)]
+    lines = ["| variant | seed | " + " | ".join(heads) + " | speeding | score | return |",
+             "|" + "---|" * (len(heads) + 5)]
     for r in records:
         lines.append(f"| {r['variant']} | {r['seed']} | " + " | ".join(f"{r[h]:.3f}" for h in heads)
-                     + f" | {r['mean_return']:.2f} |")
+                     + f" | {r['speeding']:.3f} | {r['score']:.1f} | {r['mean_return']:.2f} |")
     for v in variants:
         rs = [r for r in records if r["variant"] == v]
         if not rs:
             continue
         means = [float(np.mean([r[h] for r in rs])) for h in heads]
-        ret = float(np.mean([r["mean_return"] for r in rs]))
+        sp, sc, ret = (float(np.mean([r[k] for r in rs])) for k in ("speeding", "score", "mean_return"))
         lines.append(f"| **{v} (mean of {len(rs)})** | | " + " | ".join(f"**{m:.3f}**" for m in means)
-                     + f" | **{ret:.2f}** |")
+                     + f" | **{sp:.3f}** | **{sc:.1f}** | **{ret:.2f}** |")
     return "\n".join(lines)
 
 
