@@ -167,7 +167,8 @@ class ObsConfig:
     """Lane, line and edge polylines are cut into observation segments at most this long (m) (ours)."""
     # traffic entities (table 12): stop lines and their signals
     traffic: bool = True
-    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12)."""
+    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12), then
+    up to ``max_traffic_lights`` signal heads when ``traffic_lights`` is on."""
     max_traffic: int = 16
     """Traffic-entity slots per agent, a count in [0, 4096] (table 7: 16)."""
     traffic_lights: bool = False
