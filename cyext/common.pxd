@@ -307,6 +307,7 @@ ctypedef struct MapC:
     const unsigned char* sl_control   # [S] ControlType
     const int* lane_stop_line  # [L]
     const int* head_sl         # [G]
+    const double* head_pos     # [G, 3]: where each signal head stands (traffic-light observations)
     const long long* leg_off   # [I + 1] -> legs
     const int* legs
     const long long* leg_head_off     # [n_legs + 1] -> leg_heads
@@ -348,6 +349,7 @@ ctypedef struct Agent:
     # lane state
     int lane
     double lane_heading_res, lane_lat, lane_width, lane_speed
+    double lane_arc            # arc length of the nearest centerline point along the lane (m)
     # flags
     int cls, dyn, role, slot, alive
     int goal_hidden, collided, offroad, wrong_way, on_crosswalk, halted, goal_reached

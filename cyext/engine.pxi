@@ -98,6 +98,7 @@ cdef class Engine:
     cdef StopRules stop_rules
     cdef Py_ssize_t s_cap, g_cap, i_cap      # per-world capacity of the signal-state arrays
     cdef object _sig                         # numpy owners of the signal-state arrays
+    cdef object _lanescratch                 # numpy owners of the lane-graph scratch (lg)
     cdef unsigned char* sig_head
     cdef unsigned char* sig_sl
     cdef double* sig_sl_timer
@@ -108,6 +109,11 @@ cdef class Engine:
     cdef unsigned char* sig_perm
     cdef double* tr_d2
     cdef int* tr_idx
+    cdef double* lt_d2                       # traffic-light candidates, per world (g_cap each)
+    cdef int* lt_idx
+    cdef Py_ssize_t l_cap                    # per-world capacity of the lane-graph scratch (lanes)
+    cdef LaneGraphScratch* lg                # per world: scratch of the topology goal distance
+    cdef RewardForm rform                    # forms of the velocity-alignment and speed-limit terms
     cdef double cp[N_CLASSES * N_CP]
     cdef double grid_long[N_CLASSES * MAX_GRID]
     cdef double grid_lat[N_CLASSES * MAX_GRID]
@@ -132,6 +138,9 @@ cdef class Engine:
         self.rngs = NULL
         self.wmap = NULL
         self.wreach = NULL
+        self.lg = NULL
+        self.l_cap = 0
+        self._lanescratch = None
         self._buffers = None
         self._busy = False
 
@@ -242,8 +251,10 @@ cdef class Engine:
         return 0
 
     cdef _ensure_signal_capacity(self):
-        """Per-world signal arrays sized for the largest map in use (signal_store.pxi)."""
+        """Per-world signal arrays and lane-graph scratch sized for the largest map in use
+        (signal_store.pxi)."""
         _grow_signal_store(self)
+        _grow_lane_scratch(self)
 
     def signal_states(self, int world):
         """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
@@ -276,6 +287,7 @@ cdef class Engine:
         free(self.rngs)
         free(self.wmap)
         free(self.wreach)
+        free(self.lg)
 
     @property
     def pedestrian_stats(self):
@@ -321,6 +333,14 @@ cdef class Engine:
         e.alpha_params = ego.get("alpha_params", -1)
         e.kinematic_params = ego.get("kinematic_params", -1)
         e.lane_state = ego.get("lane_state", -1)
+        e.lateral_velocity = ego.get("lateral_velocity", -1)
+        e.yaw_rate = ego.get("yaw_rate", -1)
+        e.road_curvature = ego.get("road_curvature", -1)
+        e.curvature_lookahead = o.curvature_lookahead
+        e.topology_goal_distance = ego.get("topology_goal_distance", -1)
+        e.topology_cap = o.topology_max_distance
+        e.lane_max_dist = self.config.lane_max_distance
+        e.z_gate = o.z_gate
         e.n_alpha = len(alpha)
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
@@ -338,9 +358,16 @@ cdef class Engine:
         e.n.lane_heading_range = nm["lane_heading_range"]
         e.n.lane_lateral_range = nm["lane_lateral_range"]
         e.n.segment_range = nm["segment_range"]
+        e.n.lateral_velocity_range = nm["lateral_velocity_range"]
+        e.n.yaw_rate_range = nm["yaw_rate_range"]
+        e.n.curvature_range = nm["curvature_range"]
         self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
         self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
         self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
+        if L.groups.get("traffic") is not None and o.traffic_lights:
+            # The group holds the stop lines' slots, then the traffic lights' (observe.write_traffic).
+            self.traffic.max_n = o.max_traffic
+            self.traffic.lights_n = o.max_traffic_lights
         g = L.groups.get("partners")
         if g is not None and o.partner_acceleration:
             self.partners.accel = g.feature("acceleration").start
@@ -354,6 +381,7 @@ cdef class Engine:
         ent.z_gate = o.z_gate
         ent.dropout = o.slot_dropout
         ent.accel = -1
+        ent.lights_n = 0
         ent.n = self.ego.n
 
     # ----------------------------------------------------------------------------------------- API

@@ -50,6 +50,8 @@ cdef _load_tables(Engine e, cfg, tb):
     e.dt = cfg.dt
     e.horizon = cfg.episode_length
     e.wrong_way_angle = cfg.wrong_way_angle
+    e.rform.vel_align = int(cfg.reward_forms.vel_align)
+    e.rform.speed_limit = int(cfg.reward_forms.speed_limit)
     e.lane_max_dist = cfg.lane_max_distance
     e.z_gate = cfg.obs.z_gate
     cq = {k: int(v) for k, v in cfg.consequences.items()}

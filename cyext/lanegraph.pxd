@@ -6,7 +6,7 @@ adjacent same-direction lanes. ``track_goals_reachable`` checks every logged tra
 checks a scenario before it enters the training pool.
 """
 
-from libc.math cimport sqrt, cos, sin
+from libc.math cimport sqrt, cos, sin, INFINITY
 from libc.string cimport memset
 from common cimport MapC, CLS_PEDESTRIAN
 from seggrid cimport seggrid_nearest
@@ -97,3 +97,77 @@ cdef inline void track_goals_reachable(const MapC* m, double max_dist, double z_
             continue
         ahead = (b[0] - a[0]) * cos(a[3]) + (b[1] - a[1]) * sin(a[3]) > 0
         out[j] = 1 if lane_reachable(m, l0, s0, l1, s1, ahead, seen, queue) else 0
+
+
+ctypedef struct LaneGraphScratch:
+    # Per-world scratch of ``lane_graph_distance``, each array n_lanes long. Between calls ``pot`` is
+    # +inf and ``done`` 0 everywhere (the call restores the entries it touched).
+    double* pot
+    double* entry
+    unsigned char* done
+    int* touched
+
+
+cdef inline double lane_graph_distance(const MapC* m, int start, double start_s, int goal, double goal_s,
+                                       double cap, LaneGraphScratch* sc) noexcept nogil:
+    """Shortest forward driving distance (m) from arc length ``start_s`` of lane ``start`` to arc
+    length ``goal_s`` of lane ``goal``, over successor edges (to the successor's start) and lane
+    changes to ``lane_left``/``lane_right`` (free, at the same arc length, as ``lane_reachable``
+    treats them); -1 when the goal cannot be reached within ``cap`` metres.
+
+    Dijkstra over lanes with a potential per lane: ``pot[l]`` is the distance driven when passing arc
+    length 0 of ``l``, so a point at arc ``s >= entry[l]`` (where ``l`` was entered) costs
+    ``pot[l] + s``. Edges then weigh a lane's length (successor) or 0 (lane change), never less than
+    0. The frontier is scanned linearly: the lanes within ``cap`` of an agent are few."""
+    cdef double best = INFINITY, p, L
+    cdef int n_t = 0, k, u, v, side, j
+    cdef double up
+    if goal == start and goal_s >= start_s:
+        best = goal_s - start_s
+    sc.pot[start] = -start_s
+    sc.entry[start] = start_s
+    sc.touched[n_t] = start
+    n_t += 1
+    while True:
+        u = -1
+        up = INFINITY
+        for k in range(n_t):
+            j = sc.touched[k]
+            if not sc.done[j] and sc.pot[j] < up:
+                up = sc.pot[j]
+                u = j
+        # Every point still to be found costs at least pot (arc lengths are >= 0).
+        if u < 0 or up >= best or up > cap:
+            break
+        sc.done[u] = 1
+        L = m.lane_s0[m.lane_off[u + 1] - 1]
+        for k in range(m.succ_off[u], m.succ_off[u + 1]):
+            v = m.succ[k]
+            p = up + L
+            if v == goal and p + goal_s < best:
+                best = p + goal_s
+            if not sc.done[v] and p < sc.pot[v]:
+                if sc.pot[v] == INFINITY:
+                    sc.touched[n_t] = v
+                    n_t += 1
+                sc.pot[v] = p
+                sc.entry[v] = 0.0
+        for side in range(2):
+            v = m.lane_left[u] if side == 0 else m.lane_right[u]
+            if v < 0:
+                continue
+            if v == goal and goal_s >= sc.entry[u] and up + goal_s < best:
+                best = up + goal_s
+            if not sc.done[v] and up < sc.pot[v]:
+                if sc.pot[v] == INFINITY:
+                    sc.touched[n_t] = v
+                    n_t += 1
+                sc.pot[v] = up
+                sc.entry[v] = sc.entry[u]
+    for k in range(n_t):
+        j = sc.touched[k]
+        sc.pot[j] = INFINITY
+        sc.done[j] = 0
+    if best > cap:
+        return -1.0
+    return best

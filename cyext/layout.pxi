@@ -7,13 +7,15 @@ EGO_FEATURES = (
     ("agent_type", 1), ("rel_goal_pos", 2), ("goal_dropout_flag", 1), ("state_dropout_flag", 1),
     ("speed", 1), ("vehicle_dims", 2), ("collision_state", 1), ("steering_angle", 1), ("acceleration", 2),
     ("stop_sign_state", 3), ("alpha_params", -1), ("kinematic_params", 4), ("lane_state", 2),
+    ("lateral_velocity", 1), ("yaw_rate", 1), ("road_curvature", 1), ("topology_goal_distance", 1),
 )
 #: Partner features of table 10 (acceleration is optional, off by default).
 PARTNER_FEATURES = (("rel_pos", 2), ("vehicle_dims", 2), ("rel_heading", 2), ("speed", 1), ("actor_type", 1),
                     ("acceleration", 2))
 #: Road-segment features of table 11.
 ROAD_FEATURES = (("rel_pos", 2), ("segment_dims", 2), ("rel_angle", 2), ("road_type", 1))
-#: Traffic-entity features of table 12: the nearest stop lines (entity type 0) with their signal state.
+#: Traffic-entity features of table 12: the nearest stop lines (entity type 0) with their signal state,
+#: then, when ``ObsConfig.traffic_lights`` is on, the nearest signal heads (entity type 1).
 TRAFFIC_FEATURES = (("entity_type", 1), ("rel_pos", 3), ("signal_state", 4), ("stop_line_endpoints", 4))
 
 #: Fixed observation normalisers (appendix C, tables 9-12; fed to the writers through ``ObsNorm``).
@@ -30,6 +32,9 @@ OBS_NORMALISERS = {
     "accel_lat_range": 4.0,          # m/s^2
     "lane_heading_range": 3.141592653589793,
     "lane_lateral_range": 2.5,       # m
+    "lateral_velocity_range": 5.0,   # m/s (ours)
+    "yaw_rate_range": 1.0,           # rad/s (ours)
+    "curvature_range": 0.1,          # 1/m (ours): a 10 m radius reads as 1
     "segment_range": 100.0,          # m
 }
 
@@ -123,8 +128,9 @@ class ObsLayout:
             for name, width in TRAFFIC_FEATURES:
                 feats.append((name, w, width))
                 w += width
-            groups["traffic"] = ObsGroup("traffic", start, o.max_traffic, w, feats)
-            start += o.max_traffic * w
+            n = o.max_traffic + (o.max_traffic_lights if o.traffic_lights else 0)
+            groups["traffic"] = ObsGroup("traffic", start, n, w, feats)
+            start += n * w
         self.groups = groups
         self.dim = start
         self.alpha_names = tuple(alpha_names)

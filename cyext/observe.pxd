@@ -13,7 +13,10 @@ here.
 
 from libc.stdint cimport uint16_t, uint32_t
 from libc.string cimport memcpy
-from libc.math cimport sqrt, fabs
+from libc.math cimport sqrt, fabs, sin, cos
+from geometry cimport wrap_angle
+from scene cimport lane_length, lane_point
+from lanegraph cimport LaneGraphScratch, lane_graph_distance, nearest_lane
 from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
@@ -42,9 +45,10 @@ cdef enum:
 cdef enum:
     OBS_CLAMP = 100
 
-# Traffic-entity kinds (table 12; only stop lines so far).
+# Traffic-entity kinds (table 12).
 cdef enum:
     TRAFFIC_STOP_LINE = 0
+    TRAFFIC_LIGHT = 1
 
 
 ctypedef struct ObsNorm:
@@ -62,6 +66,9 @@ ctypedef struct ObsNorm:
     double lane_heading_range  # rad: heading residual to the lane
     double lane_lateral_range  # m: lateral offset from the lane centre
     double segment_range       # m: road segment length and width
+    double lateral_velocity_range  # m/s: velocity across the lane
+    double yaw_rate_range      # rad/s
+    double curvature_range     # 1/m: lane curvature ahead
 
 
 ctypedef struct ObsOut:
@@ -180,6 +187,11 @@ ctypedef struct EgoLayout:
     int agent_type, rel_goal_pos, goal_dropout_flag, state_dropout_flag, speed, vehicle_dims
     int collision_state, steering_angle, acceleration, stop_sign_state, alpha_params
     int kinematic_params, lane_state
+    int lateral_velocity, yaw_rate, road_curvature   # optional appendix C features (-1 when off)
+    int topology_goal_distance
+    double curvature_lookahead                     # m
+    double topology_cap                            # m: topology_max_distance
+    double lane_max_dist, z_gate                   # m: how the goal's lane is found (as an agent's)
     int n_alpha
     int alpha_idx[N_REWARD]
     double kin_lo, kin_hi
@@ -191,11 +203,56 @@ ctypedef struct EntityLayout:
     int max_n                  # entity budget
     int width                  # values per entity
     int accel                  # partners: offset of the optional acceleration pair, -1 off
+    int lights_n               # traffic: slots for traffic lights after the max_n stop lines' (0: off)
     double radius, radius2, z_gate, dropout
     ObsNorm n
 
 
-cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout) noexcept nogil:
+cdef inline double lane_curvature_ahead(const MapC* m, int lane, double s, double ahead) noexcept nogil:
+    """Mean curvature (1/m, + left) of the lane graph from arc length ``s`` of ``lane`` over the next
+    ``ahead`` metres: the wrapped heading change divided by the arc length covered. Past the lane's
+    end the walk continues onto its successor when there is exactly one (no route is known to choose
+    among several) and otherwise stops at the end."""
+    cdef double x, y, z, h0, h1, L = lane_length(m, lane), travelled, target = s + ahead
+    cdef int ln = lane, nxt
+    lane_point(m, lane, s, &x, &y, &z, &h0)
+    if target > L:
+        if m.succ_off[lane + 1] - m.succ_off[lane] == 1:
+            nxt = m.succ[m.succ_off[lane]]
+            target -= L
+            if target > lane_length(m, nxt):
+                target = lane_length(m, nxt)
+            travelled = (L - s) + target
+            ln = nxt
+        else:
+            target = L
+            travelled = L - s
+    else:
+        travelled = ahead
+    if travelled <= 1e-6:
+        return 0.0
+    lane_point(m, ln, target, &x, &y, &z, &h1)
+    return wrap_angle(h1 - h0) / travelled
+
+
+cdef inline double topology_goal_distance(const MapC* m, const EgoLayout* L, Agent* a,
+                                          LaneGraphScratch* sc) noexcept nogil:
+    """Driving distance (m) from the agent's place on its lane to the goal's nearest lane point along
+    the lane graph (``lanegraph.lane_graph_distance``); ``L.topology_cap`` when either is off every
+    lane or the goal is further than that."""
+    cdef double gs = 0.0, d
+    cdef int gl
+    if a.lane < 0:
+        return L.topology_cap
+    gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, L.lane_max_dist, L.z_gate, &gs)
+    if gl < 0:
+        return L.topology_cap
+    d = lane_graph_distance(m, a.lane, a.lane_arc, gl, gs, L.topology_cap, sc)
+    return L.topology_cap if d < 0 else d
+
+
+cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout,
+                           const MapC* m, LaneGraphScratch* sc) noexcept nogil:
     cdef Py_ssize_t b = row
     cdef double dx, dy, v
     cdef int k
@@ -246,6 +303,18 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
     if L.lane_state >= 0:
         obs_put(o, b + L.lane_state, a.lane_heading_res / L.n.lane_heading_range if a.lane >= 0 else 0.0)
         obs_put(o, b + L.lane_state + 1, a.lane_lat / L.n.lane_lateral_range if a.lane >= 0 else 0.0)
+    if L.lateral_velocity >= 0:
+        # Velocity across the lane (+ left): speed * sin(residual) + body lateral velocity * cos(residual).
+        v = (a.speed * sin(a.lane_heading_res) + a.v_lat * cos(a.lane_heading_res)) if a.lane >= 0 else 0.0
+        obs_put(o, b + L.lateral_velocity, 0.0 if state_dropout else v / L.n.lateral_velocity_range)
+    if L.yaw_rate >= 0:
+        obs_put(o, b + L.yaw_rate, 0.0 if state_dropout else a.yaw_rate / L.n.yaw_rate_range)
+    if L.road_curvature >= 0:
+        v = lane_curvature_ahead(m, a.lane, a.lane_arc, L.curvature_lookahead) if a.lane >= 0 else 0.0
+        obs_put(o, b + L.road_curvature, clamp_obs(v / L.n.curvature_range))
+    if L.topology_goal_distance >= 0:
+        v = 0.0 if a.goal_hidden else topology_goal_distance(m, L, a, sc) * L.n.goal_scale
+        obs_put(o, b + L.topology_goal_distance, clamp_obs(v))
 
 
 cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:
@@ -355,10 +424,64 @@ cdef inline int write_road(ObsOut* o, Py_ssize_t row, const EntityLayout* L, con
     return count
 
 
+cdef inline void _traffic_entity(double* v, int kind, const double* pos, int state, const double* p,
+                                 Agent* a, const EntityLayout* L) noexcept nogil:
+    """One table-12 entity: its kind, ego-frame position ``pos`` (3D), signal state one-hot and the
+    ego-frame endpoints of stop line ``p`` ([2, 3])."""
+    cdef double dx = pos[0] - a.x, dy = pos[1] - a.y
+    v[0] = kind
+    v[1] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+    v[2] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+    v[3] = (pos[2] - a.z) * L.n.height_scale
+    v[4] = 1.0 if state == SIG_RED else 0.0
+    v[5] = 1.0 if state == SIG_YELLOW else 0.0
+    v[6] = 1.0 if state == SIG_GREEN else 0.0
+    v[7] = 1.0 if state >= SIG_OFF else 0.0
+    dx = p[0] - a.x
+    dy = p[1] - a.y
+    v[8] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+    v[9] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+    dx = p[3] - a.x
+    dy = p[4] - a.y
+    v[10] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
+    v[11] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+
+
+cdef inline int write_traffic_lights(ObsOut* o, Py_ssize_t row, const EntityLayout* L, const MapC* m, Agent* a,
+                                     const unsigned char* head_state, double* d2buf, int* idxbuf,
+                                     int first) noexcept nogil:
+    """The signal heads nearest the agent within the radius and z gate, nearest first, as entities
+    of type 1 (table 12) from slot ``first`` on, at most ``L.lights_n``. Returns how many were written."""
+    cdef Py_ssize_t h, k, m_n = 0
+    cdef const double* q
+    cdef double dx, dy
+    cdef int count = 0
+    cdef double v[TRAFFIC_WIDTH]
+    for h in range(m.n_heads):
+        q = &m.head_pos[3 * h]
+        dx = q[0] - a.x
+        dy = q[1] - a.y
+        if dx * dx + dy * dy <= L.radius2 and fabs(q[2] - a.z) <= L.z_gate:
+            d2buf[m_n] = dx * dx + dy * dy
+            idxbuf[m_n] = <int>h
+            m_n += 1
+    for k in range(m_n):
+        if count >= L.lights_n:
+            break
+        select_next_nearest(d2buf, idxbuf, k, m_n)
+        h = idxbuf[k]
+        _traffic_entity(v, TRAFFIC_LIGHT, &m.head_pos[3 * h], head_state[h], &m.sl_pts[6 * m.head_sl[h]], a, L)
+        obs_put_n(o, row + L.start + (first + count) * L.width, v, TRAFFIC_WIDTH)
+        count += 1
+    return count
+
+
 cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, const MapC* m, Agent* a,
-                              const unsigned char* sl_state, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
+                              const unsigned char* sl_state, double* d2buf, int* idxbuf, int prev_count,
+                              const unsigned char* head_state, double* lt_d2, int* lt_idx) noexcept nogil:
     """The stop lines nearest the agent within the radius and z gate, nearest first (table 12), so
-    the agent's own approaching stop line is never crowded out."""
+    the agent's own approaching stop line is never crowded out; then, when ``L.lights_n`` > 0, the
+    nearest traffic lights right after them (``write_traffic_lights``). Returns the entities written."""
     cdef Py_ssize_t s, k, m_n = 0, base
     cdef const double* p
     cdef double cx, cy, cz, dx, dy, d2
@@ -404,6 +527,8 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
         base = row + L.start + count * L.width
         obs_put_n(o, base, v, TRAFFIC_WIDTH)
         count += 1
+    if L.lights_n > 0:
+        count += write_traffic_lights(o, row, L, m, a, head_state, lt_d2, lt_idx, count)
     if prev_count > count:
         obs_zero(o, row + L.start + count * L.width, row + L.start + prev_count * L.width)
     return count

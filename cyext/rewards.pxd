@@ -3,7 +3,8 @@
 
 Every weight comes from the agent's own sampled parameter vector ``rw`` (a null parameter is 0, so
 its term vanishes). Speed terms are multiplied by dt to be per-step. Stop-line and red-light terms
-read the events the traffic-rules layer records (none until that layer runs).
+read the events the traffic-rules layer records (none until that layer runs). ``RewardForm`` picks
+the form of the velocity-alignment and speed-limit terms (``terrazero_env.config.RewardForms``).
 """
 
 from libc.math cimport fabs, sqrt
@@ -12,6 +13,19 @@ from common cimport (Agent, RW_GOAL, RW_COLLISION, RW_BOUNDARY, RW_COMFORT, RW_L
                      RW_ROAD_INCURSION, RW_SPEED_LIMIT, RW_EDGE_PREFERENCE, RW_GOAL_PROGRESS,
                      RW_TARGET_SPEED, RW_WRONG_WAY, RW_B_CENTER, RW_GAMMA_COL, RW_V_SPEED_LIM,
                      KIN_VEL, CP_VMAX)
+
+
+# Values of RewardForm's fields (terrazero_env.config.VelAlignForm and SpeedLimitSource).
+cdef enum:
+    VEL_ALIGN_NORMALIZED = 0   # -alpha * dt * |v - target| / v_max
+    VEL_ALIGN_TABLE8 = 1       # -alpha * dt * |v - target| (table 8's -alpha * |dv|, per step)
+    SPEED_LIMIT_SAMPLED = 0    # cap: the sampled v_speed_lim
+    SPEED_LIMIT_LANE = 1       # cap: the current lane's posted limit where there is one
+
+
+ctypedef struct RewardForm:
+    int vel_align
+    int speed_limit
 
 
 ctypedef struct StepEvents:
@@ -27,7 +41,7 @@ ctypedef struct StepEvents:
 
 
 cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, double dt,
-                               int handedness) noexcept nogil:
+                               int handedness, const RewardForm* form) noexcept nogil:
     cdef const double* w = a.rw
     cdef double v = a.speed
     cdef double speed = fabs(v)
@@ -44,14 +58,16 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
         r -= w[RW_LANE_ALIGN] * fabs(a.lane_heading_res)
         r -= w[RW_LANE_CENTER] * fabs(a.lane_lat + w[RW_B_CENTER])
         # Velocity alignment: distance to the target speed (the lane's posted limit unless a
-        # positive target speed is set). Like the other speed terms it is per step (x dt) and
-        # relative to v_max; table 8 prints only -alpha * |dv|, which un-normalized would outweigh
-        # every other term by two orders of magnitude.
+        # positive target speed is set), per step (x dt, appendix B). NORMALIZED also divides by
+        # v_max like the velocity term; TABLE8 is table 8's -alpha * |dv| in m/s.
         if w[RW_VEL_ALIGN] != 0.0 and v_max > 0:
             target = w[RW_TARGET_SPEED] if w[RW_TARGET_SPEED] > 0 else a.lane_speed
             if target > v_max:
                 target = v_max
-            r -= w[RW_VEL_ALIGN] * dt * fabs(v - target) / v_max
+            if form.vel_align == VEL_ALIGN_TABLE8:
+                r -= w[RW_VEL_ALIGN] * dt * fabs(v - target)
+            else:
+                r -= w[RW_VEL_ALIGN] * dt * fabs(v - target) / v_max
         if w[RW_EDGE_PREFERENCE] != 0.0 and a.lane_width > 0:
             # Toward the curb side: right of travel in right-hand traffic, left in left-hand.
             edge = (a.lane_lat if handedness == 1 else -a.lane_lat) / a.lane_width
@@ -69,6 +85,8 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
     if e.incursion:
         r -= w[RW_ROAD_INCURSION] * dt
     v_lim = w[RW_V_SPEED_LIM]
+    if form.speed_limit == SPEED_LIMIT_LANE and a.lane >= 0 and a.lane_speed > 0:
+        v_lim = a.lane_speed   # appendix B: v_lim "resolved per lane from the posted limit"
     if w[RW_SPEED_LIMIT] != 0.0 and v_lim > 0 and speed > v_lim and v_max > 0:
         r -= w[RW_SPEED_LIMIT] * dt * (speed - v_lim) / v_max
     r += w[RW_GOAL_PROGRESS] * e.goal_progress

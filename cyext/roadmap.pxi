@@ -367,6 +367,7 @@ cdef class RoadMap:
         keep["sl_control"] = np.ascontiguousarray(m.stop_lines.control, np.uint8)
         keep["lane_stop_line"] = np.ascontiguousarray(m.lanes.stop_line, np.int32)
         keep["head_sl"] = np.ascontiguousarray(m.signals.stop_line, np.int32)
+        keep["head_pos"] = np.ascontiguousarray(np.asarray(m.signals.position, np.float64).reshape(-1, 3))
         plan = {k: np.ascontiguousarray(plan[k], np.uint8 if k in ("stage_kind", "stage_ring") else
                                         (np.int64 if k.endswith("_off") else np.int32))
                 for k in _PLAN_KEYS}
@@ -379,6 +380,7 @@ cdef class RoadMap:
         c.sl_control = _ptr_u8(keep["sl_control"])
         c.lane_stop_line = _ptr_i32(keep["lane_stop_line"])
         c.head_sl = _ptr_i32(keep["head_sl"])
+        c.head_pos = _ptr_f64(keep["head_pos"])
         c.leg_off = _ptr_i64(plan["leg_off"])
         c.legs = _ptr_i32(plan["legs"])
         c.leg_head_off = _ptr_i64(plan["leg_head_off"])

@@ -123,6 +123,7 @@ cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_g
     a.lane = m.lanes.seg_row[s]
     a.lane_heading_res = wrap_angle(a.heading - atan2(dy, dx))
     a.lane_lat = (dx * (a.y - q[1]) - dy * (a.x - q[0])) / L if L > 0 else 0.0
+    a.lane_arc = m.lanes.seg_s0[s] + t * L
     a.lane_width = m.lane_width[a.lane]
     a.lane_speed = m.lane_speed[a.lane]
 

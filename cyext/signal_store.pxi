@@ -1,4 +1,5 @@
-# Signal storage of the Engine: per-world arrays of signal-head, stop-line and controller state,
+# Signal storage of the Engine (and, sized the same way, the lane-graph scratch of the topology goal
+# distance, ``_grow_lane_scratch``): per-world arrays of signal-head, stop-line and controller state,
 # sized for the largest map in use and grown (keeping their content) when ``assign_maps`` brings a
 # bigger one; the per-world view of them handed to ``signals.pxd`` (``_sig_state``); and scripting
 # one stop line (``Engine.set_stop_line_state``). Module-level functions of _engine.pyx taking the
@@ -19,7 +20,8 @@ cdef _grow_signal_store(Engine e):
            "sl_timer": np.zeros((W, S)), "stage": np.zeros((W, 2 * I), np.int32),
            "phase": np.zeros((W, 2 * I), np.uint8), "timer": np.zeros((W, 2 * I)),
            "barrier": np.zeros((W, I), np.int32), "perm": np.zeros((W, I), np.uint8),
-           "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32)}
+           "tr_d2": np.zeros((W, S)), "tr_idx": np.zeros((W, S), np.int32),
+           "lt_d2": np.zeros((W, G)), "lt_idx": np.zeros((W, G), np.int32)}
     if e._sig is not None:
         for k, old in e._sig.items():
             new[k][:, : old.shape[1]] = old
@@ -35,6 +37,28 @@ cdef _grow_signal_store(Engine e):
     e.sig_perm = <unsigned char*>_ptr_mut(new["perm"])
     e.tr_d2 = <double*>_ptr_mut(new["tr_d2"])
     e.tr_idx = <int*>_ptr_mut(new["tr_idx"])
+    e.lt_d2 = <double*>_ptr_mut(new["lt_d2"])
+    e.lt_idx = <int*>_ptr_mut(new["lt_idx"])
+
+cdef _grow_lane_scratch(Engine e):
+    """Per-world scratch of ``lanegraph.lane_graph_distance``, sized for the map in use with the most
+    lanes (grown when ``assign_maps`` brings a bigger one; the search leaves it clean between calls)."""
+    cdef Py_ssize_t L = max([1] + [(<RoadMap>r).c.n_lanes for r in e.road_maps]), W = e.num_worlds, w
+    if L <= e.l_cap and e._lanescratch is not None:
+        return
+    new = {"pot": np.full((W, L), np.inf), "entry": np.zeros((W, L)), "done": np.zeros((W, L), np.uint8),
+           "touched": np.zeros((W, L), np.int32)}
+    if e.lg == NULL:
+        e.lg = <LaneGraphScratch*>calloc(W, sizeof(LaneGraphScratch))
+        if e.lg == NULL:
+            raise MemoryError()
+    e._lanescratch = new
+    e.l_cap = L
+    for w in range(W):
+        e.lg[w].pot = <double*>_ptr_mut(new["pot"]) + w * L
+        e.lg[w].entry = <double*>_ptr_mut(new["entry"]) + w * L
+        e.lg[w].done = <unsigned char*>_ptr_mut(new["done"]) + w * L
+        e.lg[w].touched = <int*>_ptr_mut(new["touched"]) + w * L
 
 cdef void _sig_state(Engine e, Py_ssize_t w, SigState* st) noexcept nogil:
     st.head = e.sig_head + w * e.g_cap

@@ -142,7 +142,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     d = goal_distance(a)
     ev.goal_progress = goal_progress(a, d)
     goal_check(a, d, &ev)
-    e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness)
+    e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
     episode_metrics_step(&e.em[r * N_EPISODE_METRICS], m, &e.agents[base], e.n_agents[w], i, prev_lane, st.sl,
                          &e.metp, e.z_gate, e.dt)
@@ -203,7 +203,7 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
             continue
         a = &e.agents[base + i]
         drop = e.state_dropout > 0 and rng_uniform(&e.rngs[w]) < e.state_dropout
-        write_ego(&out, r * e.obs_dim, &e.ego, a, drop)
+        write_ego(&out, r * e.obs_dim, &e.ego, a, drop, m, &e.lg[w])
         if e.partners.max_n > 0:
             e.prev_np[r] = write_partners(&out, r * e.obs_dim, &e.partners, &e.agents[base],
                                              e.n_agents[w], i, &e.d2buf[base], &e.idxbuf[base],
@@ -212,4 +212,5 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
             e.prev_nr[r] = write_road(&out, r * e.obs_dim, &e.road, &m.obs, a, e.prev_nr[r])
         if e.traffic.max_n > 0:
             e.prev_nt[r] = write_traffic(&out, r * e.obs_dim, &e.traffic, m, a, st.sl,
-                                            tr_d2 + w * e.s_cap, tr_idx + w * e.s_cap, e.prev_nt[r])
+                                            tr_d2 + w * e.s_cap, tr_idx + w * e.s_cap, e.prev_nt[r],
+                                            st.head, e.lt_d2 + w * e.g_cap, e.lt_idx + w * e.g_cap)

@@ -50,8 +50,8 @@ from .road_users_config import (
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
-    "InitConfig", "LogRoles", "PedestrianConfig", "RoadUsersConfig", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
-    "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "default_classes", "default_rewards",
+    "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
+    "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
 ]
 
 
@@ -116,7 +116,32 @@ class ObsConfig:
     kinematic_params: bool = True
     """The four kinematic coefficients normalized to [-1, 1] (table 9, appendix D.4)."""
     lane_state: bool = False
-    """Optional, off by default: (heading residual / pi, lateral offset / 2.5) (appendix C, below table 9)."""
+    """Optional, off by default: (heading residual / pi, lateral offset / 2.5), 2 values (appendix C,
+    below table 9: the paper's "lane state" feature, off in its default configuration)."""
+    lateral_velocity: bool = False
+    """Optional, off by default: the ego velocity across the current lane (m/s, + toward the lane's
+    left, the rate of change of the lateral offset) / 5, 1 value; 0 off every lane (appendix C names
+    lateral velocity among the optional ego features without a formula; the lane frame and the
+    normaliser are ours: under the kinematic bicycle of cars the body-frame lateral velocity is 0)."""
+    yaw_rate: bool = False
+    """Optional, off by default: the ego yaw rate (rad/s, + counter-clockwise) / 1, 1 value (appendix C
+    names yaw rate among the optional ego features; the normaliser is ours)."""
+    road_curvature: bool = False
+    """Optional, off by default: the mean curvature of the current lane over the next
+    ``curvature_lookahead`` metres (1/m, + turning left, continuing onto the lane's successor when it has
+    exactly one) / 0.1, so a 10 m radius reads as 1; 1 value, 0 off every lane (appendix C names local
+    road curvature among the optional ego features; lookahead and normaliser are ours)."""
+    curvature_lookahead: float = 10.0
+    """Arc length ahead over which ``road_curvature`` averages the lane's heading change (m) (ours)."""
+    topology_goal_distance: bool = False
+    """Optional, off by default: the shortest forward driving distance to the goal along the lane graph
+    (successor lanes and lane changes, from the current lane to the lane nearest the goal) x
+    ``goal_scale``, 1 value; 0 while the goal is hidden, ``topology_max_distance`` x ``goal_scale`` off
+    every lane or when the goal cannot be reached within it (appendix C names topology distance to goal
+    among the optional ego features; the search and the sentinel are ours)."""
+    topology_max_distance: float = 200.0
+    """The lane-graph search for ``topology_goal_distance`` stops this far out (m) (ours: the paper's goals
+    lie at most about 120 m ahead)."""
     goal_scale: float = 0.005
     """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
     it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
@@ -142,9 +167,17 @@ class ObsConfig:
     """Lane, line and edge polylines are cut into observation segments at most this long (m) (ours)."""
     # traffic entities (table 12): stop lines and their signals
     traffic: bool = True
-    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12)."""
+    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12), then
+    up to ``max_traffic_lights`` signal heads when ``traffic_lights`` is on."""
     max_traffic: int = 16
     """Traffic-entity slots per agent, a count in [0, 4096] (table 7: 16)."""
+    traffic_lights: bool = False
+    """Optional, off by default: besides the stop lines, up to ``max_traffic_lights`` signal heads as
+    traffic-light entities of table 12 (entity type 1: the head's 3D position, its own signal state
+    and its stop line's endpoints), nearest first, in slots after the stop lines' so they never crowd a
+    stop line out. The paper's table 12 defines the entity type; its default observes stop lines."""
+    max_traffic_lights: int = 8
+    """Traffic-light slots per agent when ``traffic_lights`` is on, a count in [0, 4096] (ours)."""
     traffic_radius: float = 100.0
     """Traffic entities further than this are not observed (m) (table 7: 100 m)."""
     z_gate: float = 2.5
@@ -167,9 +200,10 @@ class ObsConfig:
                 check_bool(f"ObsConfig.{f.name}", getattr(self, f.name))
         if self.dtype not in ("float32", "float16"):
             raise ValueError(f"ObsConfig.dtype: 'float32' or 'float16', got {self.dtype!r}")
-        for name in ("max_partners", "max_road_segments", "max_traffic"):
+        for name in ("max_partners", "max_road_segments", "max_traffic", "max_traffic_lights"):
             check_int(f"ObsConfig.{name}", getattr(self, name), 0, 4096)
-        for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "road_segment_length"):
+        for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "road_segment_length",
+                     "curvature_lookahead", "topology_max_distance"):
             check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of metres")
         for name in ("goal_scale", "speed_scale"):
             check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True)
@@ -380,6 +414,45 @@ class IdmConfig:
         check_float("IdmConfig.reroll_prob", self.reroll_prob, 0.0, 1.0)
 
 
+class VelAlignForm(IntEnum):
+    """How the velocity-alignment term measures the distance to the target speed (appendix B, table 8)."""
+
+    NORMALIZED = 0
+    """``-alpha_va * dt * |v - v_target| / v_max`` (this project's form so far, the default: per step and
+    relative to the agent's top speed like the velocity term)."""
+    TABLE8 = 1
+    """The paper's: ``-alpha_va * |dv|`` of table 8, made per step by dt as appendix B states for every
+    velocity- and speed-based term, so ``-alpha_va * dt * |v - v_target|`` (m/s, not divided by v_max)."""
+
+
+class SpeedLimitSource(IntEnum):
+    """Which cap the speed-limit term compares the speed with (appendix B, table 8)."""
+
+    SAMPLED = 0
+    """The agent's sampled ``v_speed_lim`` parameter only (the default so far)."""
+    LANE = 1
+    """The paper's: "resolved per lane from the posted limit when one is available" (appendix B, v_lim):
+    the posted limit of the agent's current lane, the sampled ``v_speed_lim`` off every lane or where a
+    lane has no posted limit."""
+
+
+@dataclass(frozen=True)
+class RewardForms:
+    """Which form some reward terms take (appendix B). Every default keeps the project's earlier
+    behaviour; the paper's forms are opt-in (issue 20)."""
+
+    vel_align: VelAlignForm = VelAlignForm.NORMALIZED
+    """Velocity alignment: NORMALIZED (default, ours) or TABLE8 (the paper's ``-alpha_va * |dv|`` of table 8,
+    per step)."""
+    speed_limit: SpeedLimitSource = SpeedLimitSource.SAMPLED
+    """Speed-limit term's cap: SAMPLED (default, ours) or LANE (the paper's, appendix B: the lane's posted
+    limit)."""
+
+    def __post_init__(self) -> None:
+        _set(self, "vel_align", check_enum("RewardForms.vel_align", self.vel_align, VelAlignForm))
+        _set(self, "speed_limit", check_enum("RewardForms.speed_limit", self.speed_limit, SpeedLimitSource))
+
+
 def _default_consequences() -> dict[str, Consequence]:
     return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE}
 
@@ -416,6 +489,8 @@ class EngineConfig:
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
     """Per reward parameter, its (vehicle, pedestrian, cyclist) settings (appendix B, table 8)."""
+    reward_forms: RewardForms = field(default_factory=RewardForms)
+    """Forms of the velocity-alignment and speed-limit terms (appendix B; see :class:`RewardForms`)."""
     obs: ObsConfig = field(default_factory=ObsConfig)
     """Observation features (appendix C, tables 9-12)."""
     init: InitConfig = field(default_factory=InitConfig)
@@ -442,7 +517,7 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.num_worlds x slots_per_world: at most {2**20} slots (buffers are "
                              f"allocated per slot), got {self.num_worlds} x {self.slots_per_world}")
         for name, kind in (("obs", ObsConfig), ("init", InitConfig), ("signals", SignalConfig), ("idm", IdmConfig),
-                           ("road_users", RoadUsersConfig)):
+                           ("road_users", RoadUsersConfig), ("reward_forms", RewardForms)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"EngineConfig.{name}: a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         if self.max_agents_per_world < self.slots_per_world:
@@ -496,7 +571,7 @@ class EngineConfig:
             ru = {k: replace(getattr(self.road_users, k), **v) if k == "pedestrians" and isinstance(v, dict) else v
                   for k, v in kw["road_users"].items()}
             kw["road_users"] = replace(self.road_users, **ru)
-        for sub in ("obs", "init", "signals", "idm"):
+        for sub in ("obs", "init", "signals", "idm", "reward_forms"):
             if isinstance(kw.get(sub), dict):
                 kw[sub] = replace(getattr(self, sub), **kw[sub])
         known = {f.name for f in fields(self)}

@@ -43,6 +43,8 @@ from .config import (
     GoalBehavior,
     InitMode,
     SignalController,
+    SpeedLimitSource,
+    VelAlignForm,
 )
 
 __all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config",
@@ -52,7 +54,8 @@ _CLASS_NAMES = [a.name.lower() for a in AgentType]
 _COLUMNS = ("vehicle", "pedestrian", "cyclist")
 _PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
 _ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel,
-                                          "controller": SignalController}
+                                          "controller": SignalController, "vel_align": VelAlignForm,
+                                          "speed_limit": SpeedLimitSource}
 
 
 def _plain(v: Any) -> Any:
@@ -76,7 +79,7 @@ def config_to_dict(cfg: EngineConfig) -> dict[str, Any]:
                               for k, cols in v.items()}
         elif f.name == "consequences":
             out["consequences"] = {k: Consequence(x).name.lower() for k, x in v.items()}
-        elif f.name in ("obs", "init", "signals", "idm", "road_users"):
+        elif f.name in ("obs", "init", "signals", "idm", "road_users", "reward_forms"):
             sub = {}
             for g in dataclasses.fields(v):
                 x = getattr(v, g.name)
@@ -156,7 +159,7 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
-        elif key in ("obs", "init", "signals", "idm", "road_users"):
+        elif key in ("obs", "init", "signals", "idm", "road_users", "reward_forms"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
             fields = {}

@@ -23,6 +23,7 @@ from terrazero_env.config import (
     InitMode,
     ObsConfig,
     PedestrianConfig,
+    RewardForms,
     RoadUsersConfig,
     SignalConfig,
     SignalController,
@@ -80,6 +81,18 @@ BAD: list[tuple[type, str, object, str]] = [
     (ObsConfig, "noise_clip", -0.05, "ObsConfig.noise_clip"),
     (ObsConfig, "slot_dropout", 1.5, "ObsConfig.slot_dropout"),
     (ObsConfig, "state_dropout", NAN, "ObsConfig.state_dropout"),
+    (ObsConfig, "curvature_lookahead", 0.0, "ObsConfig.curvature_lookahead"),
+    (ObsConfig, "curvature_lookahead", NAN, "ObsConfig.curvature_lookahead"),
+    (ObsConfig, "topology_max_distance", -5.0, "ObsConfig.topology_max_distance"),
+    (ObsConfig, "topology_max_distance", INF, "ObsConfig.topology_max_distance"),
+    (ObsConfig, "max_traffic_lights", 8.0, "ObsConfig.max_traffic_lights"),
+    (ObsConfig, "max_traffic_lights", -1, "ObsConfig.max_traffic_lights"),
+    # RewardForms
+    (RewardForms, "vel_align", 2, "RewardForms.vel_align"),
+    (RewardForms, "vel_align", "gigaflow", "RewardForms.vel_align"),
+    (RewardForms, "speed_limit", 1.0, "RewardForms.speed_limit"),
+    (RewardForms, "speed_limit", "posted", "RewardForms.speed_limit"),
+    (EngineConfig, "reward_forms", {"vel_align": 1}, "EngineConfig.reward_forms"),
     # InitConfig
     (InitConfig, "mode", 7, "InitConfig.mode"),
     (InitConfig, "mode", 1.0, "InitConfig.mode"),
@@ -264,7 +277,7 @@ def test_a_bad_value_is_rejected_at_construction_naming_the_field(cls, field, va
 def test_every_field_has_a_row_in_the_table():
     covered = {(c, f) for c, f, _, _ in BAD}
     for cls in (ClassSpec, ObsConfig, InitConfig, SignalConfig, IdmConfig, PedestrianConfig, RoadUsersConfig,
-                EngineConfig):
+                RewardForms, EngineConfig):
         missing = [f.name for f in dataclasses.fields(cls) if (cls, f.name) not in covered and f.name != "rewards"]
         assert not missing, f"{cls.__name__} fields without a bad-value row: {missing}"
 

@@ -1,0 +1,188 @@
+"""Careful-driver ablations (issue 20, item 1): train the ``quick`` preset with a chosen set of the
+opt-in switches for a fixed budget and several seeds, evaluate every run as ``terrazero eval`` does
+(same API, same episodes and seed for every run), and print one row per run and the mean per variant.
+
+    python benchmarks/ablate_careful.py                                  # baseline vs all-on, 3 seeds
+    python benchmarks/ablate_careful.py --variants baseline,all,all-ego_features --seeds 0 1 \\
+        --total-steps 400000 --episodes 200
+
+The changes (each a set of engine-config overrides, see ``CHANGES``):
+
+* ``vel_align_table8``: velocity alignment in table 8's form, ``-alpha_va * dt * |v - v_target|``
+  (``reward_forms.vel_align: table8``) instead of also dividing by v_max.
+* ``speed_limit_lane``: the speed-limit term against the current lane's posted limit
+  (``reward_forms.speed_limit: lane``). Table 8 gives vehicles no speed-limit term, so on the quick
+  task's cars the switch also turns the term on with the cyclist column's range [0.25, 1.0]; without
+  that it would change nothing.
+* ``ego_features``: appendix C's optional ego features: lane state (heading residual, lateral offset),
+  lateral velocity across the lane, yaw rate, lane curvature ahead, topology distance to goal.
+* ``traffic_lights``: table 12's traffic-light entities besides the stop lines.
+* ``comfort_range``: the comfort weight over table 8's full vehicle range [0, 0.1] instead of the
+  preset's [0, 0.02].
+
+A variant is ``baseline`` (the preset as it is), a change name, ``all`` (every change), ``all-NAME``
+(every change but one) or names joined by ``+``. Training is ``terrazero_env.agents.train.train``
+(the preset's ``train:`` section, ``--total-steps`` agent steps, the learning rate annealed over that
+budget); the evaluation is ``terrazero_env.agents.evaluate.evaluate`` on each run's own config. Rates
+are shares of episodes with at least one such event (the ``terrazero eval`` table). Writes
+``benchmarks/results/ablate_careful.json`` (``--json``; ``--append`` adds to the records already
+there, which must share the preset, budget and evaluation); runs go under ``--runs`` (a temporary
+folder by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from terrazero_env.agents.evaluate import evaluate, load_checkpoint, resolve_run
+from terrazero_env.agents.train import train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Each change as engine-config overrides (dotted names, as ``terrazero train --set`` takes them).
+CHANGES: dict[str, dict[str, Any]] = {
+    "vel_align_table8": {"reward_forms.vel_align": "table8"},
+    "speed_limit_lane": {"reward_forms.speed_limit": "lane", "rewards.speed_limit": {"vehicle": [0.25, 1.0]}},
+    "ego_features": {"obs.lane_state": True, "obs.lateral_velocity": True, "obs.yaw_rate": True,
+                     "obs.road_curvature": True, "obs.topology_goal_distance": True},
+    "traffic_lights": {"obs.traffic_lights": True},
+    "comfort_range": {"rewards.comfort": {"vehicle": [0.0, 0.1]}},
+}
+#: Table columns: (heading, evaluation row key).
+COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
+           ("red-light", "red_light_rate"), ("collision", "collision_rate"), ("comfort", "comfort_violation_rate"))
+
+
+def variant_changes(name: str) -> list[str]:
+    """The change names a variant turns on (see the module docstring)."""
+    if name == "baseline":
+        return []
+    if name == "all":
+        return list(CHANGES)
+    if name.startswith("all-"):
+        drop = name[4:]
+        if drop not in CHANGES:
+            raise ValueError(f"variant {name!r}: unknown change {drop!r} (known: {sorted(CHANGES)})")
+        return [c for c in CHANGES if c != drop]
+    parts = name.split("+")
+    unknown = [p for p in parts if p not in CHANGES]
+    if unknown:
+        raise ValueError(f"variant {name!r}: unknown changes {unknown} (known: {sorted(CHANGES)}, "
+                         "or baseline, all, all-NAME)")
+    return parts
+
+
+def variant_overrides(name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c in variant_changes(name):
+        out.update(CHANGES[c])
+    return out
+
+
+def run_one(variant: str, seed: int, total_steps: int, episodes: int, eval_seed: int, runs: Path,
+            preset: str) -> dict[str, Any]:
+    out = runs / f"{variant}_s{seed}"
+    t0 = time.perf_counter()
+    zip_path = train(preset, total_steps=total_steps, out=out, seed=seed, overrides=variant_overrides(variant),
+                     progress="none", tensorboard=False)
+    train_s = time.perf_counter() - t0
+    _, cfg, _ = resolve_run(out)
+    model = load_checkpoint(zip_path)
+    t1 = time.perf_counter()
+    result = evaluate(model, cfg, episodes=episodes, seed=eval_seed)
+    rows = result["rows"]
+    rec = {"variant": variant, "seed": seed, "train_seconds": round(train_s, 1),
+           "eval_seconds": round(time.perf_counter() - t1, 1), "obs_dim": int(model.observation_space.shape[0]),
+           "mean_return": rows["mean_return"]["value"]}
+    for head, key in COLUMNS:
+        rec[head] = rows[key]["value"]
+    closed = result["closed_loop"]
+    rec["speeding"] = float(np.mean(closed["speeding"]))   # share of time above the posted limit
+    rec["score"] = float(np.mean(closed["score"]))         # nuPlan-style closed-loop score, 0-100
+    return rec
+
+
+def format_rows(records: list[dict[str, Any]], variants: list[str]) -> str:
+    heads = [h for h, _ in COLUMNS]
+    lines = ["| variant | seed | " + " | ".join(heads) + " | speeding | score | return |",
+             "|" + "---|" * (len(heads) + 5)]
+    for r in records:
+        lines.append(f"| {r['variant']} | {r['seed']} | " + " | ".join(f"{r[h]:.3f}" for h in heads)
+                     + f" | {r['speeding']:.3f} | {r['score']:.1f} | {r['mean_return']:.2f} |")
+    for v in variants:
+        rs = [r for r in records if r["variant"] == v]
+        if not rs:
+            continue
+        means = [float(np.mean([r[h] for r in rs])) for h in heads]
+        sp, sc, ret = (float(np.mean([r[k] for r in rs])) for k in ("speeding", "score", "mean_return"))
+        lines.append(f"| **{v} (mean of {len(rs)})** | | " + " | ".join(f"**{m:.3f}**" for m in means)
+                     + f" | **{sp:.3f}** | **{sc:.1f}** | **{ret:.2f}** |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", default="baseline,all",
+                    help="comma-separated: baseline, all, all-NAME, NAME or NAME+NAME (names: "
+                         + ", ".join(CHANGES) + ")")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--total-steps", type=int, default=1_000_000, help="agent steps per run (the preset's: 1M)")
+    ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per run")
+    ap.add_argument("--eval-seed", type=int, default=0)
+    ap.add_argument("--preset", default="quick")
+    ap.add_argument("--runs", default=None, help="folder for the runs (default: a temporary folder)")
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "ablate_careful.json"))
+    ap.add_argument("--append", action="store_true", help="keep the records already in --json")
+    args = ap.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        variant_changes(v)  # unknown names stop before any training
+    torch.set_num_threads(1)
+    records: list[dict[str, Any]] = []
+    commands = ["python benchmarks/ablate_careful.py " + " ".join(argv or [])]
+    if args.append and Path(args.json).is_file():
+        old = json.loads(Path(args.json).read_text(encoding="utf-8"))
+        same = {k: old.get(k) for k in ("preset", "total_steps", "episodes", "eval_seed")}
+        want = {"preset": args.preset, "total_steps": args.total_steps, "episodes": args.episodes,
+                "eval_seed": args.eval_seed}
+        if same != want:
+            raise SystemExit(f"--append: {args.json} holds runs of {same}, not {want}")
+        records = list(old["records"])
+        commands = list(old.get("commands", [])) + commands
+    shown = list(dict.fromkeys([r["variant"] for r in records] + variants))
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(args.runs) if args.runs else Path(tmp)
+        # Seed-major, so a cut-short ablation still holds every variant at its first seeds.
+        for seed in args.seeds:
+            for v in variants:
+                if any(r["variant"] == v and r["seed"] == seed for r in records):
+                    continue
+                rec = run_one(v, seed, args.total_steps, args.episodes, args.eval_seed, runs, args.preset)
+                records.append(rec)
+                print(json.dumps(rec), flush=True)
+                doc = {"commands": commands,
+                       "preset": args.preset, "total_steps": args.total_steps, "episodes": args.episodes,
+                       "eval_seed": args.eval_seed, "changes": {v: variant_changes(v) for v in shown},
+                       "overrides": CHANGES, "machine": f"{platform.processor() or platform.machine()}, "
+                                                        f"{platform.python_version()}, torch {torch.__version__}",
+                       "records": records}
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    print()
+    print(f"{args.preset}, {args.total_steps:,} agent steps per run, {args.episodes} evaluation episodes "
+          f"(seed {args.eval_seed}, sampled actions)")
+    print(format_rows(records, shown))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
