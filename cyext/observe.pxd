@@ -485,8 +485,9 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
     cdef Py_ssize_t s, k, m_n = 0, base
     cdef const double* p
     cdef double cx, cy, cz, dx, dy, d2
-    cdef int count = 0, state
+    cdef int count = 0
     cdef double v[TRAFFIC_WIDTH]
+    cdef double mid[3]
     for s in range(m.n_stop_lines):
         p = &m.sl_pts[6 * s]
         cx = 0.5 * (p[0] + p[3])
@@ -505,25 +506,10 @@ cdef inline int write_traffic(ObsOut* o, Py_ssize_t row, const EntityLayout* L, 
         select_next_nearest(d2buf, idxbuf, k, m_n)
         s = idxbuf[k]
         p = &m.sl_pts[6 * s]
-        dx = 0.5 * (p[0] + p[3]) - a.x
-        dy = 0.5 * (p[1] + p[4]) - a.y
-        state = sl_state[s]
-        v[0] = TRAFFIC_STOP_LINE
-        v[1] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
-        v[2] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
-        v[3] = (0.5 * (p[2] + p[5]) - a.z) * L.n.height_scale
-        v[4] = 1.0 if state == SIG_RED else 0.0
-        v[5] = 1.0 if state == SIG_YELLOW else 0.0
-        v[6] = 1.0 if state == SIG_GREEN else 0.0
-        v[7] = 1.0 if state >= SIG_OFF else 0.0
-        dx = p[0] - a.x
-        dy = p[1] - a.y
-        v[8] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
-        v[9] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
-        dx = p[3] - a.x
-        dy = p[4] - a.y
-        v[10] = (dx * a.cos_h + dy * a.sin_h) * L.n.position_scale
-        v[11] = (-dx * a.sin_h + dy * a.cos_h) * L.n.position_scale
+        mid[0] = 0.5 * (p[0] + p[3])
+        mid[1] = 0.5 * (p[1] + p[4])
+        mid[2] = 0.5 * (p[2] + p[5])
+        _traffic_entity(v, TRAFFIC_STOP_LINE, mid, sl_state[s], p, a, L)
         base = row + L.start + count * L.width
         obs_put_n(o, base, v, TRAFFIC_WIDTH)
         count += 1
