@@ -108,6 +108,18 @@ ctypedef struct LaneGraphScratch:
     int* touched
 
 
+cdef inline int _relax(LaneGraphScratch* sc, int v, double p, double entry, int n_t) noexcept nogil:
+    """Lower lane ``v``'s potential to ``p`` (entered at arc length ``entry``) when that is shorter and
+    ``v`` is not settled; returns the new count of touched lanes."""
+    if not sc.done[v] and p < sc.pot[v]:
+        if sc.pot[v] == INFINITY:
+            sc.touched[n_t] = v
+            n_t += 1
+        sc.pot[v] = p
+        sc.entry[v] = entry
+    return n_t
+
+
 cdef inline double lane_graph_distance(const MapC* m, int start, double start_s, int goal, double goal_s,
                                        double cap, LaneGraphScratch* sc) noexcept nogil:
     """Shortest forward driving distance (m) from arc length ``start_s`` of lane ``start`` to arc
@@ -146,24 +158,14 @@ cdef inline double lane_graph_distance(const MapC* m, int start, double start_s,
             p = up + L
             if v == goal and p + goal_s < best:
                 best = p + goal_s
-            if not sc.done[v] and p < sc.pot[v]:
-                if sc.pot[v] == INFINITY:
-                    sc.touched[n_t] = v
-                    n_t += 1
-                sc.pot[v] = p
-                sc.entry[v] = 0.0
+            n_t = _relax(sc, v, p, 0.0, n_t)
         for side in range(2):
             v = m.lane_left[u] if side == 0 else m.lane_right[u]
             if v < 0:
                 continue
             if v == goal and goal_s >= sc.entry[u] and up + goal_s < best:
                 best = up + goal_s
-            if not sc.done[v] and up < sc.pot[v]:
-                if sc.pot[v] == INFINITY:
-                    sc.touched[n_t] = v
-                    n_t += 1
-                sc.pot[v] = up
-                sc.entry[v] = sc.entry[u]
+            n_t = _relax(sc, v, up, sc.entry[u], n_t)
     for k in range(n_t):
         j = sc.touched[k]
         sc.pot[j] = INFINITY
