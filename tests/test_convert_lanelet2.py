@@ -124,9 +124,9 @@ def test_projection_matches_lanelet2_utm(maps_dir):
 @pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.parametrize("town", ["carla_Town03", "carla_Town10HD"])
-def test_carla_render(maps_dir, town):
-    render_map(build(convert(_osm(maps_dir, town))), f"/tmp/l2_{town}.png")
-    assert Path(f"/tmp/l2_{town}.png").stat().st_size > 10_000
+def test_carla_render(maps_dir, town, tmp_path):
+    render_map(build(convert(_osm(maps_dir, town))), tmp_path / f"l2_{town}.png")
+    assert (tmp_path / f"l2_{town}.png").stat().st_size > 10_000
 
 
 # --------------------------------------------------------------------------------------------------

@@ -92,10 +92,10 @@ def test_resco_network_matches_sumolib(resco, name, tmp_path):
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("name", ["cologne1", "ingolstadt7"])
-def test_resco_render(resco, name):
+def test_resco_render(resco, name, tmp_path):
     m = build(convert(resco / name / f"{name}.net.xml"))
-    render_map(m, f"/tmp/sumo_{name}.png")
-    assert Path(f"/tmp/sumo_{name}.png").stat().st_size > 10_000
+    render_map(m, tmp_path / f"sumo_{name}.png")
+    assert (tmp_path / f"sumo_{name}.png").stat().st_size > 10_000
 
 
 @pytest.mark.realdata
