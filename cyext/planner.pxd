@@ -258,9 +258,9 @@ cdef inline void _rollout(const MapC* m, Agent* a, const Route* route, const Fut
             sr = fabs(fut[j].c * sn - fut[j].s * c)
             elon = fut[j].hl * cr + fut[j].hw * sr
             elat = fut[j].hl * sr + fut[j].hw * cr
-            if fabs(lat) - elat >= hw + pp.margin or fabs(lon) - elon >= hl + pp.margin:
-                pass
-            elif (lon > 0 or sideways) and k > 0 and obb_overlap_cs(
+            # Boxes apart by more than the margin along either axis of the vehicle cannot touch.
+            if fabs(lat) - elat < hw + pp.margin and fabs(lon) - elon < hl + pp.margin and \
+                    (lon > 0 or sideways) and k > 0 and obb_overlap_cs(
                     x, y, c, sn, hl, hw if fut[j].close else hw + pp.margin, bx, by, fut[j].c, fut[j].s,
                     fut[j].hl, fut[j].hw):
                 if not out.vetoed:
