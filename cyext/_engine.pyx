@@ -36,9 +36,9 @@ from rules cimport (AGENT_BUCKETS, offroad, lane_state, grid_build, collides, po
                     goal_distance, goal_check, count_events, consequence, stop_in_place)
 from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, write_traffic,
                      float_to_half)
-from rewards cimport StepEvents, RewardForm, step_reward, goal_progress
+from rewards cimport StepEvents, RewardForm, step_reward, goal_progress, route_progress, GOAL_PROGRESS_ROUTE
 from scene cimport lane_length, lane_point, sample_goal
-from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch
+from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch, goal_route_distance
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_draw_mode

@@ -8,7 +8,7 @@ checks a scenario before it enters the training pool.
 
 from libc.math cimport sqrt, cos, sin, INFINITY
 from libc.string cimport memset
-from common cimport MapC, CLS_PEDESTRIAN
+from common cimport Agent, MapC, CLS_PEDESTRIAN
 from seggrid cimport seggrid_nearest
 
 
@@ -173,3 +173,19 @@ cdef inline double lane_graph_distance(const MapC* m, int start, double start_s,
     if best > cap:
         return -1.0
     return best
+
+
+cdef inline double goal_route_distance(const MapC* m, const Agent* a, double lane_max_dist, double z_gate,
+                                       double cap, LaneGraphScratch* sc) noexcept nogil:
+    """Driving distance (m) from the agent's place on its lane (``a.lane``, ``a.lane_arc``: after
+    ``lane_state``) to the point of the lane nearest its goal, along the lane graph
+    (``lane_graph_distance``); -1 when the agent or the goal is off every lane or the goal is not
+    reachable within ``cap`` metres."""
+    cdef double gs = 0.0
+    cdef int gl
+    if a.lane < 0:
+        return -1.0
+    gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, lane_max_dist, z_gate, &gs)
+    if gl < 0:
+        return -1.0
+    return lane_graph_distance(m, a.lane, a.lane_arc, gl, gs, cap, sc)

@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 from libc.math cimport sqrt, fabs, sin, cos
 from geometry cimport wrap_angle
 from scene cimport lane_length, lane_point
-from lanegraph cimport LaneGraphScratch, lane_graph_distance, nearest_lane
+from lanegraph cimport LaneGraphScratch, goal_route_distance
 from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
@@ -238,16 +238,9 @@ cdef inline double lane_curvature_ahead(const MapC* m, int lane, double s, doubl
 cdef inline double topology_goal_distance(const MapC* m, const EgoLayout* L, Agent* a,
                                           LaneGraphScratch* sc) noexcept nogil:
     """Driving distance (m) from the agent's place on its lane to the goal's nearest lane point along
-    the lane graph (``lanegraph.lane_graph_distance``); ``L.topology_cap`` when either is off every
+    the lane graph (``lanegraph.goal_route_distance``); ``L.topology_cap`` when either is off every
     lane or the goal is further than that."""
-    cdef double gs = 0.0, d
-    cdef int gl
-    if a.lane < 0:
-        return L.topology_cap
-    gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, L.lane_max_dist, L.z_gate, &gs)
-    if gl < 0:
-        return L.topology_cap
-    d = lane_graph_distance(m, a.lane, a.lane_arc, gl, gs, L.topology_cap, sc)
+    cdef double d = goal_route_distance(m, a, L.lane_max_dist, L.z_gate, L.topology_cap, sc)
     return L.topology_cap if d < 0 else d
 
 

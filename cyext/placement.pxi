@@ -159,7 +159,7 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
         a.sin_h = sin(a.heading)
         if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
             lane_state(m, a, e.lane_max_dist, e.z_gate)
-        a.prev_goal_dist = sqrt((a.goal_x - a.x) ** 2 + (a.goal_y - a.y) ** 2)
+        _progress_start(e, w, a)
         if a.role == ROLE_CONTROLLED and a.slot >= 0:
             r = w * K + a.slot
             e.slot_of[r] = <int>i

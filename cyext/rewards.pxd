@@ -15,17 +15,22 @@ from common cimport (Agent, RW_GOAL, RW_COLLISION, RW_BOUNDARY, RW_COMFORT, RW_L
                      KIN_VEL, CP_VMAX)
 
 
-# Values of RewardForm's fields (terrazero_env.config.VelAlignForm and SpeedLimitSource).
+# Values of RewardForm's fields (terrazero_env.config.VelAlignForm, SpeedLimitSource and
+# GoalProgressForm).
 cdef enum:
     VEL_ALIGN_NORMALIZED = 0   # -alpha * dt * |v - target| / v_max
     VEL_ALIGN_TABLE8 = 1       # -alpha * dt * |v - target| (table 8's -alpha * |dv|, per step)
     SPEED_LIMIT_SAMPLED = 0    # cap: the sampled v_speed_lim
     SPEED_LIMIT_LANE = 1       # cap: the current lane's posted limit where there is one
+    GOAL_PROGRESS_EUCLIDEAN = 0   # metres of straight-line distance to the goal gained
+    GOAL_PROGRESS_ROUTE = 1       # metres of driving distance along the lane graph gained
 
 
 ctypedef struct RewardForm:
     int vel_align
     int speed_limit
+    int goal_progress
+    double route_cap           # m: the route search of GOAL_PROGRESS_ROUTE stops this far out
 
 
 ctypedef struct StepEvents:
@@ -96,8 +101,31 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
 
 
 cdef inline double goal_progress(Agent* a, double d) noexcept nogil:
-    """The goal-progress term's input: metres closer to the goal than at the last step (``d``: the
-    distance now, remembered for the next step)."""
+    """The goal-progress term's input in its EUCLIDEAN form: metres closer to the goal than at the last
+    step (``d``: the distance now, remembered for the next step)."""
     cdef double progress = a.prev_goal_dist - d
     a.prev_goal_dist = d
+    return progress
+
+
+cdef inline double route_progress(Agent* a, double d, double limit) noexcept nogil:
+    """The goal-progress term's input in its ROUTE form: metres of driving distance to the goal (``d``,
+    along the lane graph; negative when unknown) gained since the last step it was known. Nothing is
+    paid while it is unknown (the agent or its goal off every lane, or the goal out of the search's
+    reach: driving against the lane, past the goal), and a step pays at most ``limit`` metres either
+    way (one step at the agent's top speed), so a jump of the distance (back on a lane after a detour,
+    the nearest lane switching) is worth no more than driving. ``a.prev_goal_dist`` holds the last
+    known distance, negative while none is."""
+    cdef double progress
+    if d < 0:
+        return 0.0
+    if a.prev_goal_dist < 0:
+        a.prev_goal_dist = d
+        return 0.0
+    progress = a.prev_goal_dist - d
+    a.prev_goal_dist = d
+    if progress > limit:
+        return limit
+    if progress < -limit:
+        return -limit
     return progress

@@ -140,7 +140,12 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     a.n_comfort = comfort_violations(a, cp)
     ev.comfort_violations = a.n_comfort
     d = goal_distance(a)
-    ev.goal_progress = goal_progress(a, d)
+    if e.rform.goal_progress == GOAL_PROGRESS_ROUTE:
+        ev.goal_progress = route_progress(a, goal_route_distance(m, a, e.lane_max_dist, e.z_gate, e.rform.route_cap,
+                                                                 &e.lg[w]),
+                                          cp[CP_VMAX] * a.kin[KIN_VEL] * e.dt)
+    else:
+        ev.goal_progress = goal_progress(a, d)
     goal_check(a, d, &ev)
     e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
@@ -160,7 +165,7 @@ cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, b
         e.nact[r] = 0
     elif goal:
         if e.goal_behavior == 0 and _assign_goal(e, w, a):
-            a.prev_goal_dist = goal_distance(a)
+            _progress_start(e, w, a)
         else:
             a.halted = 1
             a.role = ROLE_STATIC
@@ -214,3 +219,13 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
             e.prev_nt[r] = write_traffic(&out, r * e.obs_dim, &e.traffic, m, a, st.sl,
                                             tr_d2 + w * e.s_cap, tr_idx + w * e.s_cap, e.prev_nt[r],
                                             st.head, e.lt_d2 + w * e.g_cap, e.lt_idx + w * e.g_cap)
+
+
+cdef void _progress_start(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    """The goal-progress term's starting distance for a new goal (after ``lane_state``): straight-line
+    (EUCLIDEAN) or along the lane graph (ROUTE, negative while unknown; ``rewards.route_progress``)."""
+    if e.rform.goal_progress == GOAL_PROGRESS_ROUTE:
+        a.prev_goal_dist = goal_route_distance(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.rform.route_cap,
+                                               &e.lg[w])
+    else:
+        a.prev_goal_dist = goal_distance(a)

@@ -50,7 +50,7 @@ from .road_users_config import (
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
-    "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
+    "GoalProgressForm", "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
 ]
 
@@ -436,6 +436,21 @@ class SpeedLimitSource(IntEnum):
     lane has no posted limit."""
 
 
+class GoalProgressForm(IntEnum):
+    """How the goal-progress shaping term measures the distance it pays for closing (ours: the paper holds
+    the term at zero, table 8)."""
+
+    EUCLIDEAN = 0
+    """Metres of straight-line distance to the goal gained per step (the default so far). Cutting a
+    corner, or crossing into the opposing lane toward a goal beyond a turn, gains it too."""
+    ROUTE = 1
+    """Metres of driving distance to the goal gained per step, along the lane graph (successor lanes and
+    lane changes to same-direction neighbours, as ``ObsConfig.topology_goal_distance`` measures it): only
+    driving along lanes toward the goal pays. Nothing is paid while the distance is unknown (off every
+    lane, against the lane's direction, past the goal), and one step pays at most one step's travel at
+    the agent's top speed (``rewards.pxd: route_progress``)."""
+
+
 @dataclass(frozen=True)
 class RewardForms:
     """Which form some reward terms take (appendix B). Every default keeps the project's earlier
@@ -447,10 +462,18 @@ class RewardForms:
     speed_limit: SpeedLimitSource = SpeedLimitSource.SAMPLED
     """Speed-limit term's cap: SAMPLED (default, ours) or LANE (the paper's, appendix B: the lane's posted
     limit)."""
+    goal_progress: GoalProgressForm = GoalProgressForm.EUCLIDEAN
+    """Goal-progress shaping (weight ``rewards.goal_progress``): EUCLIDEAN (default) or ROUTE (along the lane
+    graph; ours, issue 20)."""
+    route_max_distance: float = 200.0
+    """ROUTE: the lane-graph search stops this far out (m); a goal further along the lanes counts as
+    unknown (ours, as ``ObsConfig.topology_max_distance``)."""
 
     def __post_init__(self) -> None:
         _set(self, "vel_align", check_enum("RewardForms.vel_align", self.vel_align, VelAlignForm))
         _set(self, "speed_limit", check_enum("RewardForms.speed_limit", self.speed_limit, SpeedLimitSource))
+        _set(self, "goal_progress", check_enum("RewardForms.goal_progress", self.goal_progress, GoalProgressForm))
+        check_float("RewardForms.route_max_distance", self.route_max_distance, 0.0, lo_open=True, unit=" of metres")
 
 
 def _default_consequences() -> dict[str, Consequence]:

@@ -41,6 +41,7 @@ from .config import (
     DynamicsModel,
     EngineConfig,
     GoalBehavior,
+    GoalProgressForm,
     InitMode,
     SignalController,
     SpeedLimitSource,
@@ -55,7 +56,7 @@ _COLUMNS = ("vehicle", "pedestrian", "cyclist")
 _PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
 _ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel,
                                           "controller": SignalController, "vel_align": VelAlignForm,
-                                          "speed_limit": SpeedLimitSource}
+                                          "speed_limit": SpeedLimitSource, "goal_progress": GoalProgressForm}
 
 
 def _plain(v: Any) -> Any:

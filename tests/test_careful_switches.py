@@ -18,6 +18,7 @@ from terrazero_env.config import (
     AgentType,
     Consequence,
     EngineConfig,
+    GoalProgressForm,
     InitConfig,
     ObsConfig,
     RewardForms,
@@ -278,11 +279,13 @@ def test_traffic_light_state_follows_a_scripted_stop_line():
 
 def test_switches_default_off_and_round_trip_through_the_config_dict():
     cfg = EngineConfig()
-    assert cfg.reward_forms == RewardForms(VelAlignForm.NORMALIZED, SpeedLimitSource.SAMPLED)
+    assert cfg.reward_forms == RewardForms(VelAlignForm.NORMALIZED, SpeedLimitSource.SAMPLED,
+                                           GoalProgressForm.EUCLIDEAN)
     assert not (cfg.obs.lateral_velocity or cfg.obs.yaw_rate or cfg.obs.road_curvature or cfg.obs.traffic_lights)
-    on = config_from_dict({"reward_forms": {"vel_align": "table8", "speed_limit": "lane"},
+    on = config_from_dict({"reward_forms": {"vel_align": "table8", "speed_limit": "lane", "goal_progress": "route",
+                                            "route_max_distance": 150.0},
                            "obs": {"road_curvature": True, "traffic_lights": True}})
-    assert on.reward_forms == RewardForms(VelAlignForm.TABLE8, SpeedLimitSource.LANE)
+    assert on.reward_forms == RewardForms(VelAlignForm.TABLE8, SpeedLimitSource.LANE, GoalProgressForm.ROUTE, 150.0)
     assert config_from_dict(config_to_dict(on)) == on
 
 
@@ -290,6 +293,8 @@ def test_switches_default_off_and_round_trip_through_the_config_dict():
     ({"reward_forms": {"vel_align": "gigaflow"}}, "reward_forms.vel_align"),
     ({"reward_forms": {"speed_limit": 3}}, "reward_forms.speed_limit"),
     ({"reward_forms": {"alpha": 1}}, "reward_forms"),
+    ({"reward_forms": {"goal_progress": "manhattan"}}, "reward_forms.goal_progress"),
+    ({"reward_forms": {"route_max_distance": 0.0}}, "RewardForms.route_max_distance"),
     ({"obs": {"curvature_lookahead": -1.0}}, "ObsConfig.curvature_lookahead"),
     ({"obs": {"max_traffic_lights": -2}}, "ObsConfig.max_traffic_lights"),
     ({"obs": {"yaw_rate": "yes"}}, "ObsConfig.yaw_rate"),
@@ -401,3 +406,64 @@ def test_topology_goal_distance_on_the_straight_road_and_its_cap(road):
     far.set_scene(0, [dict(CAR_10, goal=(20.0, 1.75))])
     turn = float(np.sum(np.hypot(*np.diff(road.lanes.centerline.row(2)[:, :2], axis=0).T)))
     assert far.observations[0][col][0] == pytest.approx((140.0 + turn + 180.0) * 0.01, rel=1e-5)
+
+
+# ------------------------------------------------------------------ goal progress along the lane graph
+
+def _progress_rewards(e, agent, steps):
+    """Rewards of ``steps`` zero-jerk steps with only the goal-progress term on (weight 1 per metre)."""
+    rw = {k: 0.0 for k in REWARD_PARAMS}
+    rw.update(delta_goal=2.0, v_goal=3.0, gamma_col=0.0, goal_progress=1.0)
+    e.set_scene(0, [dict(agent, rw=rw, kin=(1, 1, 1, 1))])
+    act = np.full(4, _zero_action(e, agent["cls"]), np.int32)
+    out = []
+    for _ in range(steps):
+        e.step(act)
+        out.append(float(e.rewards[0]))
+    return np.array(out)
+
+
+def test_route_progress_pays_the_metres_driven_along_the_lane_toward_the_goal(road):
+    """On a straight lane toward a goal ahead, both forms pay the 1 m a 10 m/s car drives per step."""
+    euclid = _progress_rewards(_engine(road), CAR_10, 5)
+    route = _progress_rewards(_engine(road, reward_forms={"goal_progress": "route"}), CAR_10, 5)
+    np.testing.assert_allclose(euclid, 1.0, rtol=1e-4)
+    np.testing.assert_allclose(route, 1.0, rtol=1e-4)
+
+
+def test_route_progress_pays_nothing_for_closing_in_against_the_lane(road):
+    """A car on the eastbound lane driving west toward a goal 50 m west of it on that lane: the
+    straight-line form pays 1 m per step, the route form nothing (driving forward along the lanes,
+    the goal lies beyond both U-turns, out of the search's 200 m)."""
+    against = {"cls": AgentType.CAR, "x": 150.0, "y": -1.75, "heading": np.pi, "speed": 10.0, "goal": (100.0, -1.75)}
+    euclid = _progress_rewards(_engine(road), against, 4)
+    route = _progress_rewards(_engine(road, reward_forms={"goal_progress": "route"}), against, 4)
+    np.testing.assert_allclose(euclid, 1.0, rtol=1e-4)
+    assert np.all(route == 0.0)
+
+
+def test_route_progress_caps_a_jump_of_the_route_distance_at_one_step_at_top_speed(road):
+    """A car starting on the westbound lane's centreline and heading east crosses to the eastbound
+    lane, where its goal lies 90 m ahead. While it is nearest the westbound lane the route to that goal
+    runs through the U-turn behind it (about 215 m); the switch shortens it by some 125 m, and that
+    step pays no more than one step at the car's top speed (20 m/s x 0.1 s = 2 m)."""
+    e = _engine(road, reward_forms={"goal_progress": "route", "route_max_distance": 500.0})
+    rw = {k: 0.0 for k in REWARD_PARAMS}
+    rw.update(delta_goal=2.0, v_goal=3.0, gamma_col=0.0, goal_progress=1.0)
+    car = {"cls": AgentType.CAR, "x": 60.0, "y": 1.75, "heading": -0.35, "speed": 10.0, "goal": (150.0, -1.75),
+           "rw": rw, "kin": (1, 1, 1, 1)}
+    e.set_scene(0, [car])
+    act = np.full(4, _zero_action(e), np.int32)
+    rewards = []
+    for _ in range(6):
+        e.step(act)
+        rewards.append(float(e.rewards[0]))
+    rewards = np.array(rewards)
+    assert np.all(np.abs(rewards) <= 2.0 + 1e-6)
+    assert np.isclose(rewards, 2.0, rtol=1e-6).any()
+
+
+def test_route_progress_config_reaches_the_engine_and_stays_off_by_default(road):
+    assert _engine(road).config.reward_forms.goal_progress == GoalProgressForm.EUCLIDEAN
+    e = _engine(road, reward_forms={"goal_progress": GoalProgressForm.ROUTE, "route_max_distance": 120.0})
+    assert e.config.reward_forms.route_max_distance == 120.0
