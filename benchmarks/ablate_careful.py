@@ -19,6 +19,11 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
 * ``traffic_lights``: table 12's traffic-light entities besides the stop lines.
 * ``comfort_range``: the comfort weight over table 8's full vehicle range [0, 0.1] instead of the
   preset's [0, 0.02].
+* ``route_progress``: the preset's goal-progress shaping measured along the lane graph
+  (``reward_forms.goal_progress: route``) instead of in a straight line, so cutting a corner or
+  crossing into the opposing lane toward the goal no longer pays.
+* ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
+  (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
 A variant is ``baseline`` (the preset as it is), a change name, ``all`` (every change), ``all-NAME``
 (every change but one) or names joined by ``+``. Training is ``terrazero_env.agents.train.train``
@@ -55,6 +60,8 @@ CHANGES: dict[str, dict[str, Any]] = {
                      "obs.road_curvature": True, "obs.topology_goal_distance": True},
     "traffic_lights": {"obs.traffic_lights": True},
     "comfort_range": {"rewards.comfort": {"vehicle": [0.0, 0.1]}},
+    "route_progress": {"reward_forms.goal_progress": "route"},
+    "wrong_way": {"rewards.wrong_way": {"vehicle": [0.5, 2.0]}},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
