@@ -65,7 +65,9 @@ def plot(groups: dict[str, list[Path]], out: Path, window: int = 20, title: str 
             ys = np.array([smooth(c[key][:n], c["episodes"][:n], window) for c in curves])
             for y in ys:
                 ax.plot(steps, y, color=color, lw=0.6, alpha=0.35)
-            ax.plot(steps, np.nanmean(ys, axis=0), color=color, lw=2.0,
+            with np.errstate(all="ignore"):  # iterations where no run has ended an episode yet: NaN
+                mean = np.array([np.nan if np.isnan(col).all() else np.nanmean(col) for col in ys.T])
+            ax.plot(steps, mean, color=color, lw=2.0,
                     label=f"{label} ({len(runs)} seed{'s' if len(runs) != 1 else ''})")
             ax.set_title(name)
             ax.set_xlabel("agent steps")
