@@ -22,6 +22,11 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
 * ``route_progress``: the preset's goal-progress shaping measured along the lane graph
   (``reward_forms.goal_progress: route``) instead of in a straight line, so cutting a corner or
   crossing into the opposing lane toward the goal no longer pays.
+* ``gentle_grid``: the car's jerk grid (-15, -3, 0, 3) longitudinal and (-3, 0, 3) lateral instead of
+  (-15, -4, 0, 4) and (-4, 0, 4) (the paper gives no grid values). The kinematic coefficients scale
+  jerk by up to 1.5, so on the old grid every non-zero jerk of a car drawn above 1.25 breaks table 8's
+  5 m/s^3 comfort limit; with 3 m/s^3 the mildest jerks stay within it at every coefficient, and
+  -15 remains for emergency braking.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -61,6 +66,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "traffic_lights": {"obs.traffic_lights": True},
     "comfort_range": {"rewards.comfort": {"vehicle": [0.0, 0.1]}},
     "route_progress": {"reward_forms.goal_progress": "route"},
+    "gentle_grid": {"classes.car.action_long": [-15.0, -3.0, 0.0, 3.0], "classes.car.action_lat": [-3.0, 0.0, 3.0]},
     "wrong_way": {"rewards.wrong_way": {"vehicle": [0.5, 2.0]}},
 }
 #: Table columns: (heading, evaluation row key).
