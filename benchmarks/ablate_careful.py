@@ -27,6 +27,9 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   jerk by up to 1.5, so on the old grid every non-zero jerk of a car drawn above 1.25 breaks table 8's
   5 m/s^3 comfort limit; with 3 m/s^3 the mildest jerks stay within it at every coefficient, and
   -15 remains for emergency braking.
+* ``red_light_ends``: running a red light ends the car's episode (``consequences.red_light: remove``)
+  as leaving the road does, besides table 8's fixed -3 penalty: with the quick preset's goal-progress
+  shaping, a car that waits out a red gives up more reward than -3 in a 12.8 s episode.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -67,6 +70,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "comfort_range": {"rewards.comfort": {"vehicle": [0.0, 0.1]}},
     "route_progress": {"reward_forms.goal_progress": "route"},
     "gentle_grid": {"classes.car.action_long": [-15.0, -3.0, 0.0, 3.0], "classes.car.action_lat": [-3.0, 0.0, 3.0]},
+    "red_light_ends": {"consequences.red_light": "remove"},
     "wrong_way": {"rewards.wrong_way": {"vehicle": [0.5, 2.0]}},
 }
 #: Table columns: (heading, evaluation row key).

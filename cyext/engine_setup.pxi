@@ -60,6 +60,7 @@ cdef _load_tables(Engine e, cfg, tb):
     e.conseq_collision = cq.get("collision", CONSEQ_NONE)
     e.conseq_offroad = cq.get("offroad", CONSEQ_NONE)
     e.conseq_wrong_way = cq.get("wrong_way", CONSEQ_NONE)
+    e.conseq_red_light = cq.get("red_light", CONSEQ_NONE)
     ini = cfg.init
     e.init_mode = int(ini.mode)
     e.goal_behavior = int(ini.goal_behavior)

@@ -237,15 +237,15 @@ cdef inline void count_events(int* row, const StepEvents* ev) noexcept nogil:
 
 
 cdef inline int consequence(const StepEvents* ev, int on_collision, int on_offroad,
-                            int on_wrong_way) noexcept nogil:
+                            int on_wrong_way, int on_red_light) noexcept nogil:
     """What this step's events do to the agent, given the configured consequence of each
     (``CONSEQ_*``): ``CONSEQ_REMOVE`` if any event that happened removes it, else ``CONSEQ_STOP`` if
     any stops it, else ``CONSEQ_NONE``."""
     if ((ev.collided and on_collision == CONSEQ_REMOVE) or (ev.offroad and on_offroad == CONSEQ_REMOVE) or
-            (ev.wrong_way and on_wrong_way == CONSEQ_REMOVE)):
+            (ev.wrong_way and on_wrong_way == CONSEQ_REMOVE) or (ev.red_light and on_red_light == CONSEQ_REMOVE)):
         return CONSEQ_REMOVE
     if ((ev.collided and on_collision == CONSEQ_STOP) or (ev.offroad and on_offroad == CONSEQ_STOP) or
-            (ev.wrong_way and on_wrong_way == CONSEQ_STOP)):
+            (ev.wrong_way and on_wrong_way == CONSEQ_STOP) or (ev.red_light and on_red_light == CONSEQ_STOP)):
         return CONSEQ_STOP
     return CONSEQ_NONE
 

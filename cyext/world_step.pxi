@@ -151,7 +151,8 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     count_events(&e.cnt[r * N_COUNTERS], &ev)
     episode_metrics_step(&e.em[r * N_EPISODE_METRICS], m, &e.agents[base], e.n_agents[w], i, prev_lane, st.sl,
                          &e.metp, e.z_gate, e.dt)
-    _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way),
+    _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way,
+                                     e.conseq_red_light),
                  ev.goal)
 
 cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:

@@ -50,7 +50,7 @@ from .road_users_config import (
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
-    "GoalProgressForm", "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "kinematic_ranges_table15",
+    "GoalProgressForm", "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "VIOLATIONS", "kinematic_ranges_table15",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
 ]
 
@@ -476,8 +476,13 @@ class RewardForms:
         check_float("RewardForms.route_max_distance", self.route_max_distance, 0.0, lo_open=True, unit=" of metres")
 
 
+#: The violations a consequence can be configured for (``EngineConfig.consequences``).
+VIOLATIONS: tuple[str, ...] = ("collision", "offroad", "wrong_way", "red_light")
+
+
 def _default_consequences() -> dict[str, Consequence]:
-    return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE}
+    return {"collision": Consequence.REMOVE, "offroad": Consequence.REMOVE, "wrong_way": Consequence.NONE,
+            "red_light": Consequence.NONE}
 
 
 @dataclass(frozen=True)
@@ -501,8 +506,9 @@ class EngineConfig:
     episode_length: int = 256
     """Steps until truncation, in [1, 2**31 - 1] (table 7: 256 steps, 25.6 s)."""
     consequences: Mapping[str, Consequence] = field(default_factory=_default_consequences)
-    """Per violation ("collision", "offroad", "wrong_way"): NONE, STOP or REMOVE (section 3.3 describes
-    the choices; the defaults are ours)."""
+    """Per violation (``VIOLATIONS``: "collision", "offroad", "wrong_way", "red_light"): NONE, STOP or
+    REMOVE (section 3.3 describes the choices; the defaults are ours). "red_light" is crossing a stop bar
+    on red (the event the red-light reward term reads)."""
     wrong_way_angle: float = math.radians(120.0)
     """Heading residual (rad), in [0, pi], beyond which moving travel counts as reversed (wrong way)
     (section 3.3 penalizes reversed travel; the angle is ours)."""
@@ -554,7 +560,7 @@ class EngineConfig:
         check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
         if not isinstance(self.consequences, Mapping):
             raise ValueError(f"EngineConfig.consequences: a mapping of violation to consequence, got {self.consequences!r}")
-        unknown = set(self.consequences) - {"collision", "offroad", "wrong_way"}
+        unknown = set(self.consequences) - set(VIOLATIONS)
         if unknown:
             raise ValueError(f"EngineConfig.consequences: unknown violations {sorted(unknown)}")
         for k, v in self.consequences.items():

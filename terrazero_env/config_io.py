@@ -45,6 +45,7 @@ from .config import (
     InitMode,
     SignalController,
     SpeedLimitSource,
+    VIOLATIONS,
     VelAlignForm,
 )
 
@@ -157,7 +158,7 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
                 rewards[name] = _reward_columns(cols, rewards[name], f"rewards.{name}")
             kw["rewards"] = rewards
         elif key == "consequences":
-            _check_keys(v, {"collision", "offroad", "wrong_way"}, "consequences")
+            _check_keys(v, set(VIOLATIONS), "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
         elif key in ("obs", "init", "signals", "idm", "road_users", "reward_forms"):

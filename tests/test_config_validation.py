@@ -92,6 +92,10 @@ BAD: list[tuple[type, str, object, str]] = [
     (RewardForms, "vel_align", "gigaflow", "RewardForms.vel_align"),
     (RewardForms, "speed_limit", 1.0, "RewardForms.speed_limit"),
     (RewardForms, "speed_limit", "posted", "RewardForms.speed_limit"),
+    (RewardForms, "goal_progress", 5, "RewardForms.goal_progress"),
+    (RewardForms, "goal_progress", "manhattan", "RewardForms.goal_progress"),
+    (RewardForms, "route_max_distance", -1.0, "RewardForms.route_max_distance"),
+    (RewardForms, "route_max_distance", float("nan"), "RewardForms.route_max_distance"),
     (EngineConfig, "reward_forms", {"vel_align": 1}, "EngineConfig.reward_forms"),
     # InitConfig
     (InitConfig, "mode", 7, "InitConfig.mode"),
@@ -239,6 +243,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (EngineConfig, "dt", 0.0, "EngineConfig.dt"),
     (EngineConfig, "dt", 2.0, "EngineConfig.dt"),
     (EngineConfig, "consequences", {"collision": 7}, "EngineConfig.consequences['collision']"),
+    (EngineConfig, "consequences", {"red_light": "explode"}, "EngineConfig.consequences['red_light']"),
     (EngineConfig, "consequences", {"speeding": Consequence.STOP}, "EngineConfig.consequences"),
     (EngineConfig, "wrong_way_angle", NAN, "EngineConfig.wrong_way_angle"),
     (EngineConfig, "wrong_way_angle", 4.0, "EngineConfig.wrong_way_angle"),

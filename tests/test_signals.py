@@ -263,6 +263,29 @@ def test_running_the_red_is_exactly_one_violation(junction):
     assert e.agents[0, 0]["red_light"] == 0  # the state view's flag is this step's (the crossing is past)
 
 
+@pytest.mark.parametrize("outcome", [Consequence.REMOVE, Consequence.STOP])
+def test_red_light_consequence_removes_or_stops_the_car_that_runs_the_red(junction, outcome):
+    """``consequences.red_light``: the step that crosses the bar on red ends the slot's episode
+    (REMOVE) or halts the car in place (STOP); the reward of that step is the same as with NONE."""
+    cfg = _engine_for(junction, SignalController.CHRISTMAS).config.with_overrides(consequences={**NONE, "red_light": outcome})
+    e = core.Engine(cfg, maps=junction)
+    e.reset(seeds=[1])
+    e.set_scene(0, [_car_before_line(junction, 0, gap=3.0, speed=8.0)])
+    e.set_stop_line_state(0, 0, 0, hold=30.0)
+    for step in range(15):
+        e.step(_actions(e, 0.0))
+        if e.counters[0, RED_LIGHT]:
+            break
+    assert e.rewards[0] == pytest.approx(-(3.0 + 0.1 * 8.0), rel=1e-6)
+    if outcome == Consequence.REMOVE:
+        assert e.terminated[0] and not e.agents[0, 0]["alive"]
+    else:
+        assert not e.terminated[0] and e.agents[0, 0]["speed"] == 0.0
+        x = e.agent_states(0)["x"][0]
+        e.step(_actions(e, 0.0))
+        assert e.agent_states(0)["x"][0] == pytest.approx(x)
+
+
 def test_yellow_is_legal_to_clear(junction):
     e = _engine_for(junction, SignalController.CHRISTMAS)
     e.set_scene(0, [_car_before_line(junction, 0, gap=3.0, speed=8.0)])
