@@ -316,12 +316,14 @@ def test_gymnasium_check_env_passes_with_every_switch_on():
     from gymnasium.utils.env_checker import check_env
 
     env = gym.make("TerraZero/Drive-v0", preset="quick",
-                   reward_forms={"vel_align": "table8", "speed_limit": "lane"},
+                   reward_forms={"vel_align": "table8", "speed_limit": "lane", "goal_progress": "route"},
+                   consequences={"red_light": "remove"},
                    obs={"goal_scale": 0.1, "speed_scale": 0.1, "lane_state": True, "traffic_lights": True, **EXTRA})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
-    base = gym.make("TerraZero/Drive-v0", preset="quick")
+    # The quick preset turns the ego features on itself: the base turns them off again.
+    base = gym.make("TerraZero/Drive-v0", preset="quick", obs={"lane_state": False, **{k: False for k in EXTRA}})
     assert env.observation_space.shape[0] == base.observation_space.shape[0] + 6 + 8 * 12
     assert ObsConfig().max_traffic_lights == 8
 
