@@ -582,6 +582,19 @@ def test_rollout_renders_agents_on_the_map(town, tmp_path):
     assert blue.sum() > 20
 
 
+def test_video_frames_follow_the_requested_resolution(town):
+    """``RolloutRecorder(dpi=...)`` (``terrazero eval --video-dpi``) sets the frame size: the map figure
+    is 10 inches on its long side."""
+    from terrazero_env.render import RolloutRecorder
+
+    e = core.Engine(EngineConfig(num_worlds=1, slots_per_world=2, max_agents_per_world=4,
+                                 init=InitConfig(num_agents=(2, 4))), maps=town)
+    e.reset(seeds=[1])
+    sizes = {d: RolloutRecorder(e, 0, dpi=d, zoom=30).capture().shape for d in (40, 80)}
+    assert max(sizes[40][:2]) == 400 and max(sizes[80][:2]) == 800
+    assert sizes[40][2] == sizes[80][2] == 3
+
+
 def test_threads_do_not_change_the_rollout(town):
     cfg = EngineConfig(num_worlds=4, slots_per_world=8, max_agents_per_world=20, init=InitConfig(num_agents=(10, 20)))
     one = _rollout(core.Engine(cfg, maps=town), [1, 2, 3, 4], steps=20)

@@ -140,7 +140,7 @@ def render_map(
     x0, y0, x1, y1 = m.bounds() if has_geometry else (0.0, 0.0, 1.0, 1.0)
     if ax is None:
         aspect = float(np.clip((y1 - y0 + 1.0) / (x1 - x0 + 1.0), 0.25, 2.0))
-        fig = Figure(figsize=(10, 10 * aspect) if aspect <= 1.0 else (10 / aspect, 10))
+        fig = Figure(figsize=(10, 10 * aspect) if aspect <= 1.0 else (10 / aspect, 10), dpi=dpi)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
     else:
