@@ -33,6 +33,13 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
+The bundled quick preset already holds the changes this ablation kept (ego_features, route_progress,
+gentle_grid, comfort_range); ``benchmarks/quick_before_careful.yaml`` is the preset before them, the
+baseline of the table in BENCHMARKS.md:
+
+    python benchmarks/ablate_careful.py --preset benchmarks/quick_before_careful.yaml \
+        --variants baseline,ego_features,ego_features+route_progress --seeds 0 1 2
+
 A variant is ``baseline`` (the preset as it is), a change name, ``all`` (every change), ``all-NAME``
 (every change but one) or names joined by ``+``. Training is ``terrazero_env.agents.train.train``
 (the preset's ``train:`` section, ``--total-steps`` agent steps, the learning rate annealed over that
@@ -154,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--total-steps", type=int, default=1_000_000, help="agent steps per run (the preset's: 1M)")
     ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per run")
     ap.add_argument("--eval-seed", type=int, default=0)
-    ap.add_argument("--preset", default="quick")
+    ap.add_argument("--preset", default="quick", help="preset name or config YAML (the table's baseline: "
+                                                      "benchmarks/quick_before_careful.yaml)")
     ap.add_argument("--runs", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "ablate_careful.json"))
     ap.add_argument("--append", action="store_true", help="keep the records already in --json")

@@ -469,3 +469,23 @@ def test_route_progress_config_reaches_the_engine_and_stays_off_by_default(road)
     assert _engine(road).config.reward_forms.goal_progress == GoalProgressForm.EUCLIDEAN
     e = _engine(road, reward_forms={"goal_progress": GoalProgressForm.ROUTE, "route_max_distance": 120.0})
     assert e.config.reward_forms.route_max_distance == 120.0
+
+
+def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
+    """BENCHMARKS.md's careful-driver ablation runs from ``benchmarks/quick_before_careful.yaml``; the
+    bundled quick preset must stay that baseline plus the four changes it kept, or the table no longer
+    describes the preset."""
+    import importlib.util
+    from pathlib import Path
+
+    from terrazero_env.config_io import apply_overrides, load_config, load_train_section
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("ablate_careful", root / "benchmarks" / "ablate_careful.py")
+    ablate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablate)
+    before = root / "benchmarks" / "quick_before_careful.yaml"
+    kept = ablate.variant_overrides("ego_features+route_progress+gentle_grid+comfort_range")
+    assert apply_overrides(load_config(before), kept) == load_config("quick")
+    assert load_config(before) != load_config("quick")
+    assert load_train_section(before) == load_train_section("quick")
