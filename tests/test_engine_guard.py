@@ -8,6 +8,7 @@ from __future__ import annotations
 import _thread
 import dataclasses
 import os
+import signal
 import threading
 import time
 
@@ -207,13 +208,19 @@ def test_a_long_reset_stops_on_keyboard_interrupt_between_worlds(town):
     e.reset()
     e.step()
     assert (e.world_steps == 1).all()
+    # interrupt_main does nothing unless Python's own SIGINT handler is installed: make sure it is,
+    # whatever the process (or an earlier test in it) set.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.05, _thread.interrupt_main)
-    timer.start()
-    t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        e.reset()
-        time.sleep(30)  # the reset was faster than the timer: the interrupt lands here instead
-    timer.join()
+    try:
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            e.reset()
+            time.sleep(30)  # the reset was faster than the timer: the interrupt lands here instead
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     steps = e.world_steps.copy()
     assert time.monotonic() - t0 < 30
     assert steps[-1] == 1, "the interrupt did not stop the reset before the last world"
