@@ -27,8 +27,10 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from torch import nn
 
 from terrazero_env import engine as core
+from terrazero_env._packing import pack_present, segment_max
 
-__all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env"]
+__all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env",
+           "max_pool_rows", "pack_entities"]
 
 ENTITY_GROUPS = ("partners", "road", "traffic")
 #: Implementations of the entity encoders (:meth:`DeepSetsExtractor.encode_entities`).
@@ -69,6 +71,54 @@ def layout_from_env(env: Any) -> dict[str, Any]:
         types = sorted({TYPE_CODES[c] for c, (w, ctl) in enumerate(zip(init.class_weights, init.controlled))
                         if w > 0 and ctl})
     return {"layout": layout, "type_column": int(ego.start) + int(offsets["agent_type"]), "agent_types": types}
+
+
+def pack_entities(obs: torch.Tensor, start: int, count: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The present (not all-zero) entities of one group of ``obs`` ``[B, D]``, the group's ``count``
+    blocks of ``width`` features from column ``start``: int64 ``[P]`` row of each and ``[P, width]``
+    its features, row-major. A float32 CPU batch that needs no gradient goes through the compiled
+    two-pass kernel (``terrazero_env._packing``); anything else through the same steps in torch."""
+    if obs.device.type == "cpu" and obs.dtype == torch.float32 and not obs.requires_grad and obs.dim() == 2:
+        rows, feats = pack_present(obs.contiguous().numpy(), start, count, width)
+        return torch.from_numpy(rows), torch.from_numpy(feats)
+    ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
+    flat = (ents != 0).any(dim=-1).reshape(-1).nonzero().squeeze(1)  # (row, entity) pairs, row-major
+    return torch.div(flat, count, rounding_mode="floor"), ents.reshape(-1, width).index_select(0, flat)
+
+
+class _SegmentMax(torch.autograd.Function):
+    """:func:`terrazero_env._packing.segment_max` with its gradient: each pooled entry's gradient goes to
+    the packed row that attained it (none where the pool is the initial 0)."""
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Tensor:
+        pooled, arg = segment_max(h.detach().contiguous().numpy(), rows.numpy(), n_rows)
+        arg_t = torch.from_numpy(arg)
+        ctx.save_for_backward(arg_t)
+        ctx.n_packed = h.shape[0]
+        return torch.from_numpy(pooled)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (arg,) = ctx.saved_tensors
+        width = arg.shape[1]
+        hit = arg >= 0
+        flat = (arg * width + torch.arange(width).unsqueeze(0))[hit]
+        grad_h = grad.new_zeros(ctx.n_packed * width)
+        grad_h[flat] = grad[hit]
+        return grad_h.view(ctx.n_packed, width), None, None
+
+
+def max_pool_rows(h: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Tensor:
+    """``out[r] = max(0, max of h[p] over p with rows[p] == r)``, ``[n_rows, H]``, differentiable in ``h``.
+    On the CPU in float32 the compiled pool routes each gradient to the first row attaining the max;
+    elsewhere ``scatter_reduce("amax")`` splits it among tied rows (the two differ only on exact ties
+    of a positive maximum)."""
+    if h.device.type == "cpu" and h.dtype == torch.float32 and not torch.jit.is_scripting():
+        return _SegmentMax.apply(h, rows, n_rows)
+    pooled = torch.zeros(n_rows, h.shape[1], dtype=h.dtype, device=h.device)
+    return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
 
 
 def _mlp(sizes: Sequence[int]) -> nn.Sequential:
@@ -117,19 +167,14 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
         ``[B, D]``; zeros when no entity is present. Output ``[B, entity_hidden]``.
 
         Only the present rows go through the MLP (padding is most of a group: 98% of the partner
-        rows and 31% of the road rows on the quick preset), and the pool is one ``scatter_reduce``.
+        rows and 31% of the road rows on the quick preset), found and copied out by
+        :func:`pack_entities`, and the pool is one ``scatter_reduce``.
         The MLP ends in a ReLU, so every output is >= 0 and a pool that starts from zeros equals
         the max over the present rows, and zero when there are none: the dense function exactly."""
         if self.encoder == "dense":
             return self.encode_entities_dense(group, obs)
-        start, count, width = self.layout[group]
-        ents = obs[:, start:start + count * width].reshape(obs.shape[0], count, width)
-        present = (ents != 0).any(dim=-1)
-        flat = present.reshape(-1).nonzero().squeeze(1)  # (row, entity) pairs, row-major
-        rows = torch.div(flat, count, rounding_mode="floor")
-        h = self.encoders[group](ents.reshape(-1, width).index_select(0, flat))
-        pooled = torch.zeros(obs.shape[0], h.shape[1], dtype=h.dtype, device=h.device)
-        return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
+        rows, feats = pack_entities(obs, *self.layout[group])
+        return max_pool_rows(self.encoders[group](feats), rows, obs.shape[0])
 
     def encode_entities_dense(self, group: str, obs: torch.Tensor) -> torch.Tensor:
         """The reference encoder: the MLP on every padded row, then a masked max-pool."""
