@@ -182,8 +182,10 @@ class MaskedRolloutBuffer(RolloutBuffer):
         # Flat index i is step i % T of env i // T: gathered from the [T, N, ...] storage on the device.
         idx = torch.as_tensor(indices, device=self.device)
         t, n = idx % self.buffer_size, torch.div(idx, self.buffer_size, rounding_mode="floor")
+        # One index_select over the [T * N, ...] view: a fraction of the time of obs[t, n] on the CPU.
+        obs = self.observations.flatten(0, 1).index_select(0, t * self.n_envs + n)
         return MaskedRolloutSamples(
-            observations=self.observations[t, n], actions=self.actions[t, n], old_values=self.values[t, n],
+            observations=obs, actions=self.actions[t, n], old_values=self.values[t, n],
             old_log_prob=self.log_probs[t, n], advantages=self.advantages[t, n], returns=self.returns[t, n],
             valid=self.valid[t, n], weights=None if weights is None else weights.to(torch.float32), indices=idx)
 
