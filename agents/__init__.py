@@ -7,10 +7,18 @@ imports torch.
 * :mod:`losses`: the maths as plain functions (masked GAE, V-trace, masked PPO loss, PopArt, priorities);
 * :mod:`targets`: the rollout maths batched in torch on the training device (what PPO runs; ``losses``'
   NumPy versions are its references).
+
+Importing this package sets ``THP_MEM_ALLOC_ENABLE=1`` (unless already set) so that torch's CPU
+allocator backs large tensors with transparent huge pages; it takes effect only when torch has not
+allocated a tensor yet (:func:`terrazero_env.train_options.prefer_huge_pages`).
 """
 
-from . import losses, targets
-from .policies import DeepSetsPolicy
-from .ppo import PPO, MaskedRolloutBuffer
+from terrazero_env.train_options import prefer_huge_pages
+
+prefer_huge_pages()  # THP_MEM_ALLOC_ENABLE=1 unless set: read by torch at its first allocation
+
+from . import losses, targets  # noqa: E402
+from .policies import DeepSetsPolicy  # noqa: E402
+from .ppo import PPO, MaskedRolloutBuffer  # noqa: E402
 
 __all__ = ["PPO", "DeepSetsPolicy", "MaskedRolloutBuffer", "losses", "targets"]

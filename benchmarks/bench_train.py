@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from terrazero_env.train_options import prefer_huge_pages
+
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = {
     "zero": ({"ego_hidden": 8, "entity_hidden": 4, "trunk": [8]}, {"n_epochs": 1, "num_minibatches": 1}),
@@ -195,6 +197,7 @@ def _machine(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
+    prefer_huge_pages()  # as terrazero train does, before torch is imported
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=["pipeline", "ranks"], default="pipeline")
     p.add_argument("--preset", default="quick")

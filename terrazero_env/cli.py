@@ -28,7 +28,7 @@ from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
 from .metrics import PROGRESS_REFERENCES
 from .suites import SUITES
-from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float
+from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float, prefer_huge_pages
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -370,6 +370,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    prefer_huge_pages()  # the commands import torch lazily, after this
     try:
         return int(args.func(args))
     except (MapValidationError, TerrabinError, OSError, ValueError, TypeError, OverflowError, KeyError) as e:

@@ -14,9 +14,18 @@ import math
 import os
 from collections.abc import Callable
 
-__all__ = ["MAX_SEED", "SEED", "THREADS", "add_train_arguments", "int_in", "positive_float"]
+__all__ = ["MAX_SEED", "SEED", "THREADS", "add_train_arguments", "int_in", "positive_float", "prefer_huge_pages"]
 
 MAX_SEED = 2**64 - 1
+
+
+def prefer_huge_pages() -> None:
+    """Ask torch's CPU allocator for transparent huge pages on large tensors (``THP_MEM_ALLOC_ENABLE=1``,
+    unless the environment already sets it). The learner allocates tensors of tens of MB per minibatch
+    (gathered observations, packed entities, activations); with 4 KiB pages their first touch costs more
+    than the copy itself (BENCHMARKS.md, training pipeline). torch reads the variable once, at its first
+    allocation: the training entry points call this before importing torch."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
