@@ -312,3 +312,32 @@ def test_render_into_given_axes_and_empty_sections(tmp_path):
     assert imread(path).shape[0] > 10
     with pytest.raises(ValueError, match="signal_states"):
         render_map(bare, signal_states=np.zeros(3))
+
+
+@pytest.mark.parametrize("name", ["grid_town", "grid_town_lht"])
+def test_a_car_following_any_town_lane_stays_off_the_curbs(name):
+    """A 5.2 x 2.1 m car (the largest of the car class) centred on every lane's centreline, heading
+    along it, touches no road edge or sidewalk (shapely as the oracle). Right turns once ran from the
+    stop line in one wide curve that cut the block corner, so following them exactly was off-road."""
+    pytest.importorskip("shapely")
+    from shapely.geometry import LineString, Polygon
+    from shapely.strtree import STRtree
+
+    from terrazero_env.maps.sources import load_built
+
+    m = load_built(name)
+    curbs = [LineString(r[:, :2]) for rows in (m.road_edges, m.sidewalks) for r in rows.rows() if len(r) >= 2]
+    tree = STRtree(curbs)
+    half = np.array([[2.6, 1.05], [-2.6, 1.05], [-2.6, -1.05], [2.6, -1.05]])
+    touching = []
+    cl = m.lanes.centerline
+    for i in range(cl.offsets.shape[0] - 1):
+        pts = cl.row(i)[:, :2]
+        seg = np.diff(pts, axis=0)
+        for p, (dx, dy) in zip(pts[:-1] + 0.5 * seg, seg, strict=True):
+            c, s = np.array([dx, dy]) / np.hypot(dx, dy)
+            box = Polygon(p + half @ np.array([[c, s], [-s, c]]))
+            if any(curbs[j].intersects(box) for j in tree.query(box)):
+                touching.append((i, int(m.lanes.movement[i])))
+                break
+    assert not touching, f"lanes (id, movement) a car cannot follow on the road: {touching}"

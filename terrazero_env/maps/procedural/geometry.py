@@ -93,6 +93,28 @@ def curve(p0: np.ndarray, h0: float, p1: np.ndarray, h1: float, step: float = ST
     return resample(pts, step)
 
 
+def tight_turn(p0: np.ndarray, h0: float, p1: np.ndarray, h1: float, tangent: float,
+               step: float = STEP) -> np.ndarray:
+    """A turn from pose ``(p0, h0)`` to pose ``(p1, h1)`` that runs straight along each pose's line and
+    bends only within ``tangent`` metres of the point where the two lines meet (a :func:`curve` there),
+    so it hugs that corner instead of cutting it. Falls back to :func:`curve` when the lines are
+    parallel or either end is already within ``tangent`` of the meeting point."""
+    p0, p1 = np.asarray(p0, np.float64), np.asarray(p1, np.float64)
+    d0, d1 = direction(h0), direction(h1)
+    det = d0[0] * d1[1] - d0[1] * d1[0]
+    if abs(det) < 1e-6:
+        return curve(p0, h0, p1, h1, step)
+    rel = p1 - p0
+    s = (rel[0] * d1[1] - rel[1] * d1[0]) / det  # p0 + s d0 == p1 + r d1
+    r = (rel[0] * d0[1] - rel[1] * d0[0]) / det
+    if s <= tangent or -r <= tangent:
+        return curve(p0, h0, p1, h1, step)
+    corner = p0 + s * d0
+    q0, q1 = corner - tangent * d0, corner + tangent * d1
+    pts = np.concatenate([p0[None], curve(q0, h0, q1, h1, step), p1[None]])
+    return resample(pts, step)
+
+
 def arc(center: np.ndarray, radius: float, a0: float, a1: float, step: float = STEP) -> np.ndarray:
     """Circular arc from polar angle ``a0`` to ``a1`` (rad; counter-clockwise when ``a1 > a0``)."""
     n = max(2, int(np.ceil(abs(a1 - a0) * radius / step - 1e-9)) + 1)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..schema import Movement, RoadLineType
 from .assembly import MapAssembler
-from .geometry import balloon, curve, direction, left_normal, resample, wrap_angle
+from .geometry import balloon, curve, direction, left_normal, resample, tight_turn, wrap_angle
 
 __all__ = ["CROSSWALK_WIDTH", "FILLET", "RoadNetwork", "add_dead_end", "add_road", "build_network"]
 
@@ -264,7 +264,17 @@ class _NetworkBuilder:
         for (i, j), m in moves.items():
             a, b = legs[i], legs[j]
             for k in self._lane_ranks(moves, i, j):
-                lane = asm.add_lane(curve(asm.end(a.lanes_in[k]), a.angle + np.pi, asm.start(b.lanes_out[k]), b.angle))
+                p0, p1 = asm.end(a.lanes_in[k]), asm.start(b.lanes_out[k])
+                if m == Movement.RIGHT:
+                    # Concentric with the curb fillet of the corner it turns around: straight past the
+                    # crosswalk, then bend with the fillet's radius plus the lane's distance from the curb
+                    # (a curve from the stop line would cut the corner over the curb).
+                    theta = abs(float(wrap_angle(b.angle - (a.angle + np.pi))))
+                    from_curb = self.half - (k + 0.5) * w
+                    path = tight_turn(p0, a.angle + np.pi, p1, b.angle, FILLET + from_curb * np.tan(theta / 2.0))
+                else:
+                    path = curve(p0, a.angle + np.pi, p1, b.angle)
+                lane = asm.add_lane(path)
                 asm.connect(a.lanes_in[k], lane)
                 asm.connect(lane, b.lanes_out[k])
                 connectors.append(lane)
