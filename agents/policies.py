@@ -93,8 +93,7 @@ class _SegmentMax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Tensor:
         pooled, arg = segment_max(h.detach().contiguous().numpy(), rows.numpy(), n_rows)
-        arg_t = torch.from_numpy(arg)
-        ctx.save_for_backward(arg_t)
+        ctx.save_for_backward(torch.from_numpy(arg))
         ctx.n_packed = h.shape[0]
         return torch.from_numpy(pooled)
 
@@ -115,7 +114,7 @@ def max_pool_rows(h: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Ten
     On the CPU in float32 the compiled pool routes each gradient to the first row attaining the max;
     elsewhere ``scatter_reduce("amax")`` splits it among tied rows (the two differ only on exact ties
     of a positive maximum)."""
-    if h.device.type == "cpu" and h.dtype == torch.float32 and not torch.jit.is_scripting():
+    if h.device.type == "cpu" and h.dtype == torch.float32:
         return _SegmentMax.apply(h, rows, n_rows)
     pooled = torch.zeros(n_rows, h.shape[1], dtype=h.dtype, device=h.device)
     return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
@@ -168,7 +167,7 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
 
         Only the present rows go through the MLP (padding is most of a group: 98% of the partner
         rows and 31% of the road rows on the quick preset), found and copied out by
-        :func:`pack_entities`, and the pool is one ``scatter_reduce``.
+        :func:`pack_entities`, and pooled by :func:`max_pool_rows`.
         The MLP ends in a ReLU, so every output is >= 0 and a pool that starts from zeros equals
         the max over the present rows, and zero when there are none: the dense function exactly."""
         if self.encoder == "dense":
