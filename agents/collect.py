@@ -74,13 +74,15 @@ class ObservationStage:
         self.pinned = (torch.empty(shape, dtype=dtype, pin_memory=True)
                        if device.type == "cuda" else None)
 
-    def copy_into(self, dst: torch.Tensor, obs: np.ndarray) -> None:
-        """``dst[...] = obs`` (``dst``: on :attr:`device`, the stage's dtype and the shape of ``obs``)."""
+    def copy_into(self, dst: torch.Tensor, obs: np.ndarray, row: int = 0) -> None:
+        """``dst[...] = obs`` (``dst``: on :attr:`device`, the stage's dtype and the shape of ``obs``);
+        ``row``: where ``obs`` starts in the full batch (its rows of the staging buffer are used)."""
         if self.pinned is None:
             dst.copy_(torch.from_numpy(np.asarray(obs)))
         else:
-            np.copyto(self.pinned.numpy(), obs, casting="same_kind")
-            dst.copy_(self.pinned, non_blocking=True)
+            staging = self.pinned[row:row + len(obs)]
+            np.copyto(staging.numpy(), obs, casting="same_kind")
+            dst.copy_(staging, non_blocking=True)
 
 
 class EpisodeTally:

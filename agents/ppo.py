@@ -26,6 +26,7 @@ and priority draws are computed there (:mod:`terrazero_env.agents.targets`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections import defaultdict
@@ -43,6 +44,7 @@ from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
 from . import losses, targets
+from ..wrappers.double_buffer import DoubleBufferedEnv
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DeepSetsPolicy, layout_from_env
@@ -407,7 +409,9 @@ class PPO(SB3PPO):
     def _collect_arrays(self, venv: Any, monitor: VecMonitor | None, callback: BaseCallback,
                         buf: MaskedRolloutBuffer, n_rollout_steps: int) -> bool:
         """The array-only rollout loop (``agents/collect.py``): the same transitions as
-        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays."""
+        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays. On a
+        :class:`~terrazero_env.wrappers.DoubleBufferedEnv` one half steps on its worker thread while
+        the policy runs on the other half (:meth:`_overlapped_steps`)."""
         self.policy.set_training_mode(False)
         buf.reset()
         n = venv.num_envs
@@ -421,26 +425,21 @@ class PPO(SB3PPO):
         tally = self.episode_tally
         stage.copy_into(buf.observations[0], self._last_obs)
         next_obs = torch.empty_like(buf.observations[0])
+        overlapped = isinstance(venv, DoubleBufferedEnv)
+        steps = (self._overlapped_steps(venv, buf, stage, next_obs, n_rollout_steps) if overlapped
+                 else self._plain_steps(venv, buf, n_rollout_steps))
         callback.on_rollout_start()
         ones = np.ones(n, bool)
         n_steps = 0
-        while n_steps < n_rollout_steps:
-            obs_t = buf.observations[n_steps]
-            with torch.no_grad():
-                actions, values, log_probs = self.policy(obs_t)
-            actions_dev = actions
-            actions = actions.cpu().numpy()
-            clipped = actions
-            if isinstance(self.action_space, spaces.Box):
-                clipped = (self.policy.unscale_action(actions) if self.policy.squash_output
-                           else np.clip(actions, self.action_space.low, self.action_space.high))
-            new_obs, rewards, terminated, truncated_flags, info = venv.step(clipped)
+        for actions_dev, values, log_probs, rewards, terminated, truncated_flags, info, last_obs in steps:
+            new_obs = None if overlapped else last_obs()
             rewards = np.asarray(rewards, np.float32)
             terminated = np.asarray(terminated, bool)
             dones = terminated | np.asarray(truncated_flags, bool)
             self.num_timesteps += n
             callback.update_locals(locals())
             if not callback.on_step():
+                steps.close()
                 return False
             valid = np.asarray(info.get("valid", ones), bool)
             tally.step(rewards, dones, valid, info)
@@ -449,7 +448,7 @@ class PPO(SB3PPO):
             final_values = torch.zeros(n, device=self.device)
             if truncated.any():
                 ids = np.flatnonzero(truncated)
-                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device,
+                final_obs = torch.as_tensor(final_observations(last_obs(), info, ids), device=self.device,
                                             dtype=buf.observations.dtype)
                 with torch.no_grad():
                     v = self.denormalize_values(self.policy.predict_values(final_obs))
@@ -457,7 +456,8 @@ class PPO(SB3PPO):
             buf.add(None, actions_dev, rewards, self._last_episode_starts,
                     self.denormalize_values(values), log_probs, valid=valid, terminated=terminated, dones=dones,
                     final_values=final_values)
-            stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
+            if not overlapped:  # the overlapped steps wrote each half's observations already
+                stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
             self._last_episode_starts = dones
         self._last_obs = next_obs.cpu().numpy().copy()
         with torch.no_grad():
@@ -466,6 +466,56 @@ class PPO(SB3PPO):
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
+
+    def _env_actions(self, actions: torch.Tensor) -> np.ndarray:
+        """The policy's actions as the env takes them (Box actions unscaled or clipped, as SB3 does)."""
+        a = actions.cpu().numpy()
+        if isinstance(self.action_space, spaces.Box):
+            a = (self.policy.unscale_action(a) if self.policy.squash_output
+                 else np.clip(a, self.action_space.low, self.action_space.high))
+        return a
+
+    def _plain_steps(self, venv: Any, buf: MaskedRolloutBuffer, n_rollout_steps: int) -> Generator[tuple, None, None]:
+        """Per step: the policy on every slot's observation, then one step of the whole env. Yields the
+        policy's outputs, the env's rewards, flags and info, and a function giving the observations."""
+        for t in range(n_rollout_steps):
+            with torch.no_grad():
+                actions, values, log_probs = self.policy(buf.observations[t])
+            new_obs, rewards, terminated, truncated, info = venv.step(self._env_actions(actions))
+            yield actions, values, log_probs, rewards, terminated, truncated, info, (lambda o=new_obs: o)
+
+    def _overlapped_steps(self, venv: DoubleBufferedEnv, buf: MaskedRolloutBuffer, stage: ObservationStage,
+                          next_obs: torch.Tensor, n_rollout_steps: int) -> Generator[tuple, None, None]:
+        """:meth:`_plain_steps` on two halves, EnvPool-style: half 0 steps on the worker thread while
+        the policy computes half 1's actions, then half 1 steps while the policy computes half 0's
+        actions for the next step. Each half's new observations go into the buffer (row ``t + 1``, or
+        ``next_obs`` after the last step) as soon as its step returns."""
+        halves = venv.bounds
+
+        def act(t: int, h: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            lo, hi = halves[h]
+            with torch.no_grad():
+                return self.policy(buf.observations[t, lo:hi])
+
+        current = act(0, 0)
+        try:
+            for t in range(n_rollout_steps):
+                dst = buf.observations[t + 1] if t + 1 < n_rollout_steps else next_obs
+                venv.step_async(0, self._env_actions(current[0]))
+                other = act(t, 1)
+                first = venv.step_wait(0)
+                venv.step_async(1, self._env_actions(other[0]))
+                stage.copy_into(dst[halves[0][0]:halves[0][1]], first[0], halves[0][0])
+                following = act(t + 1, 0) if t + 1 < n_rollout_steps else None
+                second = venv.step_wait(1)
+                stage.copy_into(dst[halves[1][0]:halves[1][1]], second[0], halves[1][0])
+                obs = lambda a=first[0], b=second[0]: np.concatenate([a, b])  # noqa: E731 (only at truncations)
+                joined = venv.join([first, second], observations=False)
+                yield (*(torch.cat([x, y]) for x, y in zip(current, other, strict=True)), *joined[1:], obs)
+                current = following
+        finally:  # after an error a half may still be stepping; the error is what the caller needs
+            with contextlib.suppress(Exception):
+                venv.drain()
 
     # ---------------------------------------------------------------------------------- update
 

@@ -42,7 +42,7 @@ from terrazero_env import safe_yaml
 from terrazero_env.config_checks import check_bool, check_float, check_int
 from terrazero_env.config_io import dump_config, load_config, load_train_section
 
-from ..wrappers import DPSA, SGR, SamplingStats
+from ..wrappers import DPSA, SGR, DoubleBufferedEnv, SamplingStats
 from . import checkpoint as ckpt
 from .distributed import Sync, init_from_environment
 from .ppo import N_STEPS, PPO
@@ -91,6 +91,10 @@ class TrainSettings:
     bundled one (``bundled``), a folder or a glob of ``.tzb`` files; relative paths are relative to the
     working directory and recorded absolute. Every world reset draws one, balanced over the dataset's
     (region, type) groups (None: the config's maps; ours)."""
+    overlap: bool = False
+    """Double buffering (issue 17, point 3): the worlds as two halves, each with its own sampler, one
+    half stepping while the policy computes the other's actions (:class:`~terrazero_env.wrappers.DoubleBufferedEnv`).
+    Needs an even number of worlds; changes the run against one env of all the worlds (BENCHMARKS.md) (ours)."""
     ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})
     """:data:`PPO_KEYS` arguments of :class:`~terrazero_env.agents.PPO`; unset keys take PPO's defaults
     (table 14). ``n_steps`` is recorded explicitly: PPO's own default (``agents.ppo.N_STEPS``, ours;
@@ -104,6 +108,7 @@ class TrainSettings:
         check_float("train.threshold", self.threshold, 0.0, 1.0, lo_open=True)
         check_int("train.checkpoint_every", self.checkpoint_every, 1)
         check_bool("train.lr_anneal", self.lr_anneal)
+        check_bool("train.overlap", self.overlap)
         if self.torch_threads is not None:
             check_int("train.torch_threads", self.torch_threads, 1)
         if self.dataset is not None and not (isinstance(self.dataset, str) and self.dataset):
@@ -156,6 +161,16 @@ def _split_overrides(overrides: dict[str, Any] | None) -> tuple[dict[str, Any], 
 
 
 def _make_env(cfg: Any, settings: TrainSettings) -> Any:
+    if settings.overlap:
+        if cfg.num_worlds < 2 or cfg.num_worlds % 2:
+            raise ValueError(f"train.overlap: needs an even number of worlds (two halves), the config has {cfg.num_worlds}")
+        half = cfg.with_overrides(num_worlds=cfg.num_worlds // 2)
+        return DoubleBufferedEnv(_sampled_env(half, settings), _sampled_env(half, settings))
+    return _sampled_env(cfg, settings)
+
+
+def _sampled_env(cfg: Any, settings: TrainSettings) -> Any:
+    """The native vector env of ``cfg`` under the run's sampling wrapper."""
     ds = None if settings.dataset is None else terrazero_env.maps.Dataset(settings.dataset)
     if settings.sampler == "autoreset":
         return SamplingStats(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep", dataset=ds))
@@ -301,7 +316,7 @@ class _Loop(BaseCallback):
 def _sampler_stats(model: PPO) -> dict[str, float]:
     """FAST's validity rate mu and time efficiency eta since the start, from the sampling wrapper."""
     env = model.env
-    while env is not None and not isinstance(env, (DPSA, SamplingStats)):
+    while env is not None and not isinstance(env, (DPSA, SamplingStats, DoubleBufferedEnv)):
         env = getattr(env, "venv", None) or getattr(env, "vector_env", None)
     total = env.total.as_dict()
     return {"mu": total["mu"], "eta": total["eta"]}

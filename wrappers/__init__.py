@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .double_buffer import DoubleBufferedEnv
 from .dpsa import DPSA, SGR, SamplingCounter, SamplingStats
 from .live_vector import LiveVectorEnv, make_dpsa_vec
 
 # ``SB3VecEnv`` is loaded on first access (stable-baselines3 imports torch) and kept out of
 # ``__all__`` so that a star import does not load it either.
-__all__ = ["DPSA", "SGR", "LiveVectorEnv", "SamplingCounter", "SamplingStats", "make_dpsa_vec"]
+__all__ = ["DPSA", "SGR", "DoubleBufferedEnv", "LiveVectorEnv", "SamplingCounter", "SamplingStats", "make_dpsa_vec"]
 
 
 def __getattr__(name: str) -> Any:
