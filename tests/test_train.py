@@ -134,12 +134,14 @@ def test_two_node_rendezvous_on_one_host_ends_with_identical_parameters(tmp_path
 # -------------------------------------------------------------------------- resume and stops
 
 
-def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path, overlap):
+    """Also with ``train.overlap`` (two halves of one world each, stepped on the worker thread)."""
     torch.set_num_threads(1)
     a, b = tmp_path / "a", tmp_path / "b"
     steps = 2 * 4 * 16 * 3
-    train(total_steps=steps, out=a, num_worlds=2, checkpoint_every=1, overrides=TINY, progress="none",
-          tensorboard=False)
+    train(total_steps=steps, out=a, num_worlds=2, checkpoint_every=1, overrides={**TINY, "train.overlap": overlap},
+          progress="none", tensorboard=False)
     # A copy of the run as it stood after iteration 1, as if it had been stopped there.
     shutil.copytree(a, b)
     for later in ("iter_000002", "iter_000003"):
