@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="comma-separated: baseline, all, all-NAME, NAME or NAME+NAME (names: "
                          + ", ".join(CHANGES) + ")")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--total-steps", type=int, default=1_000_000, help="agent steps per run (the preset's: 1M)")
+    ap.add_argument("--total-steps", type=int, default=1_000_000, help="agent steps per run (the ablation table's budget: 1M, the quick preset's before it grew to 1.4M)")
     ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per run")
     ap.add_argument("--eval-seed", type=int, default=0)
     ap.add_argument("--preset", default="quick", help="preset name or config YAML (the table's baseline: "
