@@ -139,7 +139,10 @@ class DPSA(VectorWrapper):
         term &= valid
         trunc &= valid
         self._dummy_rows(obs, ~valid)
-        self._last_obs[valid] = obs[valid]
+        if self.dummy == "last":  # invalid rows now hold their last observation: obs is the new last
+            np.copyto(self._last_obs, obs)  # one contiguous copy instead of a masked gather and scatter
+        else:
+            self._last_obs[valid] = obs[valid]
         self._episode_len[valid] += 1
         ended = term | trunc
         for c in (self.total, self.rollout):
