@@ -314,18 +314,22 @@ def test_render_into_given_axes_and_empty_sections(tmp_path):
         render_map(bare, signal_states=np.zeros(3))
 
 
-@pytest.mark.parametrize("name", ["grid_town", "grid_town_lht"])
-def test_a_car_following_any_town_lane_stays_off_the_curbs(name):
+@pytest.mark.parametrize("name", ["grid_town", "grid_town_lht", "roundabout", "highway", "roundabout 2 lanes lht"])
+def test_a_car_following_any_lane_stays_off_the_curbs(name):
     """A 5.2 x 2.1 m car (the largest of the car class) centred on every lane's centreline, heading
-    along it, touches no road edge or sidewalk (shapely as the oracle). Right turns once ran from the
-    stop line in one wide curve that cut the block corner, so following them exactly was off-road."""
+    along it, touches no road edge or sidewalk (shapely as the oracle), on the bundled procedural maps
+    and a two-lane left-hand roundabout. The towns' right turns and the roundabout's entries and exits
+    once ran in one curve from the stop or yield line that cut the corner over the curb."""
     pytest.importorskip("shapely")
     from shapely.geometry import LineString, Polygon
     from shapely.strtree import STRtree
 
     from terrazero_env.maps.sources import load_built
 
-    m = load_built(name)
+    if name == "roundabout 2 lanes lht":
+        m = build(procedural.roundabout(seed=3, lanes_per_direction=2, handedness="left"))
+    else:
+        m = load_built(name)
     curbs = [LineString(r[:, :2]) for rows in (m.road_edges, m.sidewalks) for r in rows.rows() if len(r) >= 2]
     tree = STRtree(curbs)
     half = np.array([[2.6, 1.05], [-2.6, 1.05], [-2.6, -1.05], [2.6, -1.05]])

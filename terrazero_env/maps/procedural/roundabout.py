@@ -6,7 +6,7 @@ import numpy as np
 
 from ..schema import Handedness, MapData, RoadLineType
 from .assembly import MapAssembler, check_lane_params, parse_handedness
-from .geometry import arc, curve, direction, left_normal
+from .geometry import arc, curve, direction, left_normal, resample
 from .network import CROSSWALK_WIDTH, add_dead_end, add_road
 
 __all__ = ["roundabout"]
@@ -89,8 +89,21 @@ def roundabout(
         add_dead_end(asm, end, phi + np.pi, outward, inward)
         for k in range(n):
             before, entry_to = int(arcs[k, (2 * j - 1) % (2 * legs)]), int(arcs[k, 2 * j + 1])
-            exit_lane = asm.add_lane(curve(asm.end(before), phi - merge + np.pi / 2, asm.start(outward[k]), phi))
-            entry_lane = asm.add_lane(curve(asm.end(inward[k]), phi + np.pi, asm.start(entry_to), phi + merge + np.pi / 2))
+            # Concentric with the curb fillets they turn around (the fillet's radius plus the lane's
+            # distance from the curb): along the approach to where the curb bends, around the fillet's
+            # centre, then along the ring. A single curve from the yield line cut over the curb.
+            lateral, bend = (k + 0.5) * w, ENTRY_FILLET + half - (k + 0.5) * w
+            exit_c, entry_c = curb_start * u - (half + ENTRY_FILLET) * nl, curb_start * u + (half + ENTRY_FILLET) * nl
+            exit_path = np.concatenate([
+                asm.end(before)[None], arc(origin, ring_radius[k], phi - merge, phi - mouth),
+                arc(exit_c, bend, phi - mouth + np.pi, phi + np.pi / 2), (curb_start * u - lateral * nl)[None],
+                asm.start(outward[k])[None]])
+            entry_path = np.concatenate([
+                asm.end(inward[k])[None], (curb_start * u + lateral * nl)[None],
+                arc(entry_c, bend, phi - np.pi / 2, phi + mouth - np.pi),
+                arc(origin, ring_radius[k], phi + mouth, phi + merge), asm.start(entry_to)[None]])
+            exit_lane = asm.add_lane(resample(exit_path))
+            entry_lane = asm.add_lane(resample(entry_path))
             asm.connect(before, exit_lane)
             asm.connect(exit_lane, outward[k])
             asm.connect(inward[k], entry_lane)
