@@ -339,6 +339,8 @@ cdef class Engine:
         e.curvature_lookahead = o.curvature_lookahead
         e.topology_goal_distance = ego.get("topology_goal_distance", -1)
         e.topology_cap = o.topology_max_distance
+        e.stop_line_ahead = ego.get("stop_line_ahead", -1)
+        e.stop_line_cap = o.traffic_radius
         e.lane_max_dist = self.config.lane_max_distance
         e.z_gate = o.z_gate
         e.n_alpha = len(alpha)

@@ -8,6 +8,7 @@ EGO_FEATURES = (
     ("speed", 1), ("vehicle_dims", 2), ("collision_state", 1), ("steering_angle", 1), ("acceleration", 2),
     ("stop_sign_state", 3), ("alpha_params", -1), ("kinematic_params", 4), ("lane_state", 2),
     ("lateral_velocity", 1), ("yaw_rate", 1), ("road_curvature", 1), ("topology_goal_distance", 1),
+    ("stop_line_ahead", 5),
 )
 #: Partner features of table 10 (acceleration is optional, off by default).
 PARTNER_FEATURES = (("rel_pos", 2), ("vehicle_dims", 2), ("rel_heading", 2), ("speed", 1), ("actor_type", 1),

@@ -19,7 +19,7 @@ from scene cimport lane_length, lane_point
 from lanegraph cimport LaneGraphScratch, goal_route_distance
 from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
-                    STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF)
+                    STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF, SLC_SIGNAL)
 from rng cimport Rng, rng_uniform, rng_normal
 
 
@@ -189,6 +189,8 @@ ctypedef struct EgoLayout:
     int kinematic_params, lane_state
     int lateral_velocity, yaw_rate, road_curvature   # optional appendix C features (-1 when off)
     int topology_goal_distance
+    int stop_line_ahead                            # ours: the stop line ending the current lane
+    double stop_line_cap                           # m: traffic_radius, the distance read when none
     double curvature_lookahead                     # m
     double topology_cap                            # m: topology_max_distance
     double lane_max_dist, z_gate                   # m: how the goal's lane is found (as an agent's)
@@ -244,8 +246,30 @@ cdef inline double topology_goal_distance(const MapC* m, const EgoLayout* L, Age
     return L.topology_cap if d < 0 else d
 
 
+cdef inline void write_stop_line_ahead(ObsOut* o, Py_ssize_t b, const EgoLayout* L, Agent* a, const MapC* m,
+                                      const unsigned char* sl_state) noexcept nogil:
+    """``ObsConfig.stop_line_ahead``: the stop line at the end of the agent's current lane, its distance
+    along the lane x ``position_scale`` (capped at ``L.stop_line_cap``) and its state one-hot (red,
+    yellow, green, off/unknown); no lane, or a lane ending in no line, reads the cap and off/unknown."""
+    cdef Py_ssize_t sl = m.lane_stop_line[a.lane] if a.lane >= 0 else -1
+    cdef double d = L.stop_line_cap
+    cdef int state = SIG_OFF
+    cdef int k
+    if sl >= 0:
+        d = lane_length(m, a.lane) - a.lane_arc
+        if d < 0.0:
+            d = 0.0
+        if d > L.stop_line_cap:
+            d = L.stop_line_cap
+        elif m.sl_control[sl] == SLC_SIGNAL:
+            state = sl_state[sl]
+    obs_put(o, b, d * L.n.position_scale)
+    for k in range(4):
+        obs_put(o, b + 1 + k, 1.0 if state == k else 0.0)
+
+
 cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent* a, bint state_dropout,
-                           const MapC* m, LaneGraphScratch* sc) noexcept nogil:
+                           const MapC* m, LaneGraphScratch* sc, const unsigned char* sl_state) noexcept nogil:
     cdef Py_ssize_t b = row
     cdef double dx, dy, v
     cdef int k
@@ -308,6 +332,8 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
     if L.topology_goal_distance >= 0:
         v = 0.0 if a.goal_hidden else topology_goal_distance(m, L, a, sc) * L.n.goal_scale
         obs_put(o, b + L.topology_goal_distance, clamp_obs(v))
+    if L.stop_line_ahead >= 0:
+        write_stop_line_ahead(o, b + L.stop_line_ahead, L, a, m, sl_state)
 
 
 cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:

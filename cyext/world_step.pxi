@@ -209,7 +209,7 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
             continue
         a = &e.agents[base + i]
         drop = e.state_dropout > 0 and rng_uniform(&e.rngs[w]) < e.state_dropout
-        write_ego(&out, r * e.obs_dim, &e.ego, a, drop, m, &e.lg[w])
+        write_ego(&out, r * e.obs_dim, &e.ego, a, drop, m, &e.lg[w], st.sl)
         if e.partners.max_n > 0:
             e.prev_np[r] = write_partners(&out, r * e.obs_dim, &e.partners, &e.agents[base],
                                              e.n_agents[w], i, &e.d2buf[base], &e.idxbuf[base],

@@ -281,7 +281,8 @@ def test_switches_default_off_and_round_trip_through_the_config_dict():
     cfg = EngineConfig()
     assert cfg.reward_forms == RewardForms(VelAlignForm.NORMALIZED, SpeedLimitSource.SAMPLED,
                                            GoalProgressForm.EUCLIDEAN)
-    assert not (cfg.obs.lateral_velocity or cfg.obs.yaw_rate or cfg.obs.road_curvature or cfg.obs.traffic_lights)
+    assert not (cfg.obs.lateral_velocity or cfg.obs.yaw_rate or cfg.obs.road_curvature or cfg.obs.traffic_lights
+                or cfg.obs.stop_line_ahead)
     on = config_from_dict({"reward_forms": {"vel_align": "table8", "speed_limit": "lane", "goal_progress": "route",
                                             "route_max_distance": 150.0},
                            "obs": {"road_curvature": True, "traffic_lights": True}})
@@ -298,6 +299,7 @@ def test_switches_default_off_and_round_trip_through_the_config_dict():
     ({"obs": {"curvature_lookahead": -1.0}}, "ObsConfig.curvature_lookahead"),
     ({"obs": {"max_traffic_lights": -2}}, "ObsConfig.max_traffic_lights"),
     ({"obs": {"yaw_rate": "yes"}}, "ObsConfig.yaw_rate"),
+    ({"obs": {"stop_line_ahead": 1}}, "ObsConfig.stop_line_ahead"),
 ])
 def test_bad_switch_values_name_the_field(data, where):
     with pytest.raises(ValueError, match=where.replace(".", r"\.")):
@@ -318,13 +320,14 @@ def test_gymnasium_check_env_passes_with_every_switch_on():
     env = gym.make("TerraZero/Drive-v0", preset="quick",
                    reward_forms={"vel_align": "table8", "speed_limit": "lane", "goal_progress": "route"},
                    consequences={"red_light": "remove"},
-                   obs={"goal_scale": 0.1, "speed_scale": 0.1, "lane_state": True, "traffic_lights": True, **EXTRA})
+                   obs={"goal_scale": 0.1, "speed_scale": 0.1, "lane_state": True, "traffic_lights": True,
+                        "stop_line_ahead": True, **EXTRA})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
     # The quick preset turns the ego features on itself: the base turns them off again.
     base = gym.make("TerraZero/Drive-v0", preset="quick", obs={"lane_state": False, **{k: False for k in EXTRA}})
-    assert env.observation_space.shape[0] == base.observation_space.shape[0] + 6 + 8 * 12
+    assert env.observation_space.shape[0] == base.observation_space.shape[0] + 6 + 5 + 8 * 12
     assert ObsConfig().max_traffic_lights == 8
 
 
@@ -490,3 +493,63 @@ def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     assert load_config(before) != load_config("quick")
     # The one difference in training: the budget grew from 1M to 1.4M agent steps with the faster learner.
     assert {**load_train_section(before), "total_steps": 1_400_000} == load_train_section("quick")
+
+
+# ------------------------------------------------------------------------ the stop line ahead (ours)
+
+
+def _stop_line_ahead(e):
+    return e.observations[0][e.obs_layout.groups["ego"].feature("stop_line_ahead")]
+
+
+def test_stop_line_ahead_reads_the_distance_to_the_own_lines_and_its_state():
+    """A car on incoming lane 0 of the junction (driving west at y = 1.75): the feature holds the arc
+    length to the lane's end, where its stop line lies, x 0.02, and that line's state one-hot (red,
+    yellow, green, off), following the scripted signal; the other lines' states do not leak in."""
+    m = build(tiny_junction())
+    e = _engine(m, obs={"stop_line_ahead": True})
+    assert e.obs_dim == _engine(m).obs_dim + 5
+    own = int(np.asarray(m.lanes.stop_line)[0])
+    assert own >= 0
+    lane0 = np.asarray(m.lanes.centerline.row(0), float)
+    end = lane0[-1, :2]
+    x = 25.0
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": x, "y": 1.75, "heading": np.pi, "speed": 0.0,
+                     "goal": (-20.0, -1.75)}])
+    control = np.asarray(m.stop_lines.control)
+    other = [s for s in range(len(control)) if s != own and control[s] == 1]
+    assert other
+    for state in (0, 1, 2):
+        e.set_stop_line_state(0, own, state, 30.0)
+        for s in other:
+            e.set_stop_line_state(0, s, (state + 1) % 3, 30.0)
+        e.step(np.full(4, _zero_action(e), np.int32))
+        f = _stop_line_ahead(e)
+        assert f[0] == pytest.approx((x - end[0]) * 0.02, abs=1e-4)
+        assert f[1:].tolist() == [1.0 if k == state else 0.0 for k in range(4)]
+
+
+def test_stop_line_ahead_reads_a_stop_signs_line_as_off_at_its_distance():
+    """Lane 1 (from the north, driving south at x = -1.75) ends in a stop sign's line: its distance,
+    and off/unknown for the state (``stop_sign_state`` is the stop sign's channel)."""
+    m = build(tiny_junction())
+    assert np.asarray(m.stop_lines.control)[int(np.asarray(m.lanes.stop_line)[1])] == 2
+    e = _engine(m, obs={"stop_line_ahead": True})
+    end = np.asarray(m.lanes.centerline.row(1), float)[-1, :2]
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": -1.75, "y": 25.0, "heading": -np.pi / 2, "speed": 0.0,
+                     "goal": (-20.0, -1.75)}])
+    assert _stop_line_ahead(e).tolist() == pytest.approx([(25.0 - end[1]) * 0.02, 0.0, 0.0, 0.0, 1.0], abs=1e-4)
+
+
+def test_stop_line_ahead_reads_none_inside_the_junction_and_beyond_the_radius():
+    m = build(tiny_junction())
+    e = _engine(m, obs={"stop_line_ahead": True})
+    conn = np.asarray(m.lanes.centerline.row(8 + 1), float)  # lane 0's straight connector, in the junction
+    mid = conn[len(conn) // 2]
+    e.set_scene(0, [{"cls": AgentType.CAR, "x": float(mid[0]), "y": float(mid[1]), "heading": np.pi,
+                     "speed": 0.0, "goal": (-20.0, -1.75)}])
+    assert _stop_line_ahead(e).tolist() == pytest.approx([100.0 * 0.02, 0.0, 0.0, 0.0, 1.0])
+    near = _engine(m, obs={"stop_line_ahead": True, "traffic_radius": 5.0})
+    near.set_scene(0, [{"cls": AgentType.CAR, "x": 25.0, "y": 1.75, "heading": np.pi, "speed": 0.0,
+                        "goal": (-20.0, -1.75)}])
+    assert _stop_line_ahead(near).tolist() == pytest.approx([5.0 * 0.02, 0.0, 0.0, 0.0, 1.0])
