@@ -37,6 +37,10 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   values (``obs.stop_line_ahead``, ours). Table 12's nearest stop lines hold the same state, but the
   policy must work out which of up to 16 lines is its own; red-light runners of the 1.4M preset mostly
   never slowed, needing under 1.4 m/s^2 to stop when their line turned yellow.
+* ``lane_keeping``: the lane-alignment and lane-centre weights drawn from the top of table 8's ranges,
+  [0.01, 0.025] of [2.5e-4, 2.5e-2] and [2.5e-3, 7.5e-3] of [2.5e-4, 7.5e-3]: the off-road events of the
+  1.4M preset are mostly a car on its lane drifting toward the curb (a median 9 degrees and 0.36 m off
+  the lane's centre a step before), which these two terms price.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -87,6 +91,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "red_light_ends": {"consequences.red_light": "remove"},
     "wrong_way": {"rewards.wrong_way": {"vehicle": [0.5, 2.0]}},
     "stop_line_ahead": {"obs.stop_line_ahead": True},
+    "lane_keeping": {"rewards.lane_align": {"vehicle": [0.01, 0.025]}, "rewards.lane_center": {"vehicle": [0.0025, 0.0075]}},
     "short_signals": {"signals.christmas_green": [6.0, 0.3], "signals.christmas_red": [6.0, 0.4]},
 }
 #: Table columns: (heading, evaluation row key).
