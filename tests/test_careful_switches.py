@@ -326,7 +326,8 @@ def test_gymnasium_check_env_passes_with_every_switch_on():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
     # The quick preset turns the ego features on itself: the base turns them off again.
-    base = gym.make("TerraZero/Drive-v0", preset="quick", obs={"lane_state": False, **{k: False for k in EXTRA}})
+    base = gym.make("TerraZero/Drive-v0", preset="quick",
+                    obs={"lane_state": False, "stop_line_ahead": False, **{k: False for k in EXTRA}})
     assert env.observation_space.shape[0] == base.observation_space.shape[0] + 6 + 5 + 8 * 12
     assert ObsConfig().max_traffic_lights == 8
 
@@ -476,7 +477,7 @@ def test_route_progress_config_reaches_the_engine_and_stays_off_by_default(road)
 
 def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     """BENCHMARKS.md's careful-driver ablation runs from ``benchmarks/quick_before_careful.yaml``; the
-    bundled quick preset must stay that baseline plus the four changes it kept (and the larger training
+    bundled quick preset must stay that baseline plus the five changes it kept (and the larger training
     budget), or the table no longer describes the preset."""
     import importlib.util
     from pathlib import Path
@@ -488,7 +489,7 @@ def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     ablate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ablate)
     before = root / "benchmarks" / "quick_before_careful.yaml"
-    kept = ablate.variant_overrides("ego_features+route_progress+gentle_grid+comfort_range")
+    kept = ablate.variant_overrides("ego_features+route_progress+gentle_grid+comfort_range+stop_line_ahead")
     assert apply_overrides(load_config(before), kept) == load_config("quick")
     assert load_config(before) != load_config("quick")
     # The one difference in training: the budget grew from 1M to 1.4M agent steps with the faster learner.

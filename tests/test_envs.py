@@ -77,7 +77,7 @@ def test_make_in_a_fresh_process_and_async_workers_with_spawn():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "(2, 1796)"  # the quick preset: 1,790 values + six optional ego features
+    assert r.stdout.strip() == "(2, 1801)"  # the quick preset: 1,790 values, six optional ego features, the 5 of the stop line ahead
 
 
 def test_make_vec_uses_the_native_vector_env():
