@@ -41,6 +41,8 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   [0.01, 0.025] of [2.5e-4, 2.5e-2] and [2.5e-3, 7.5e-3] of [2.5e-4, 7.5e-3]: the off-road events of the
   1.4M preset are mostly a car on its lane drifting toward the curb (a median 9 degrees and 0.36 m off
   the lane's centre a step before), which these two terms price.
+* ``obs_float16``: observations as float16 from the engine through the rollout buffer (section 3.1; the
+  policy computes in float32): issue 17 asks whether the 16-bit data path keeps the learning unchanged.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -91,6 +93,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "red_light_ends": {"consequences.red_light": "remove"},
     "wrong_way": {"rewards.wrong_way": {"vehicle": [0.5, 2.0]}},
     "stop_line_ahead": {"obs.stop_line_ahead": True},
+    "obs_float16": {"obs.dtype": "float16"},
     "lane_keeping": {"rewards.lane_align": {"vehicle": [0.01, 0.025]}, "rewards.lane_center": {"vehicle": [0.0025, 0.0075]}},
     "short_signals": {"signals.christmas_green": [6.0, 0.3], "signals.christmas_red": [6.0, 0.4]},
 }
