@@ -148,9 +148,10 @@ class ObsConfig:
     5 values: its distance along the lane from the agent's reference point (m, 0 once past it) x 0.02
     (table 12's position scale), then its signal state one-hot as table 12's (red, yellow, green,
     off/unknown; a stop sign's line reads off/unknown). A lane ending in no line, or a line further than
-    ``traffic_radius``, reads ``traffic_radius`` x 0.02 and off/unknown. Table 12's stop-line entities carry the same state (the paper
-    calls the ego's own approaching line its only channel to the signal), but a policy must first work
-    out which of the nearest lines is its own; this names it, as ``stop_sign_state`` does for stop signs."""
+    ``traffic_radius``, reads ``traffic_radius`` x 0.02 and off/unknown. Table 12's stop-line entities
+    carry the same state (the paper calls the ego's own approaching line its only channel to the
+    signal), but a policy must first work out which of the nearest lines is its own; this names it, as
+    ``stop_sign_state`` does for stop signs."""
     goal_scale: float = 0.005
     """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
     it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
