@@ -1,10 +1,10 @@
 """What a trained car was doing when it ran a red light or left the road.
 
-    python benchmarks/violation_context.py RUN [--rounds 6] [--worlds 32] [--deterministic] [--json out.json]
+    python benchmarks/violation_context.py RUN [--rounds 6] [--worlds 32] [--deterministic] [--maps MAP] [--json out.json]
 
-Runs the checkpoint of ``RUN`` (a ``terrazero train`` folder or a checkpoint zip) on its own config for
-``rounds`` rounds of ``worlds`` worlds (autoreset off, each round one 128-step episode per slot, world
-seeds ``1000 * round + world``) and prints one row per event:
+Runs the checkpoint of ``RUN`` (a ``terrazero train`` folder or a checkpoint zip) on its own config (or
+on ``--maps``) for ``rounds`` rounds of ``worlds`` worlds (autoreset off, each round one 128-step
+episode per slot, world seeds ``1000 * round + world``) and prints one row per event:
 
 * **red light** (each crossing of a stop bar on red by a controlled car): when the car's stop line
   last turned from green, the car's speed and its distance to the line then (front bumper), and the
@@ -138,13 +138,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--worlds", type=int, default=32)
     ap.add_argument("--deterministic", action="store_true", help="most likely actions (default: sampled)")
     ap.add_argument("--seed", type=int, default=0, help="torch seed of the sampled actions")
+    ap.add_argument("--maps", nargs="+", default=None, help="a map other than the run's (one)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.worlds < 1:
         ap.error("--rounds and --worlds must be positive")
     path, cfg, _ = resolve_run(args.run)
     model = load_checkpoint(path)
-    cfg = cfg.with_overrides(num_worlds=args.worlds)
+    cfg = cfg.with_overrides(num_worlds=args.worlds, **({"maps": args.maps} if args.maps else {}))
     if len(cfg.maps) != 1:
         ap.error(f"one map per run, got {list(cfg.maps)}")
     venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
