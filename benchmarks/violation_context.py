@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,33 +60,43 @@ def record(act: Callable[[np.ndarray], np.ndarray], venv: Any, rounds: int) -> l
     return out
 
 
+def _flagged(rec: list[dict[str, np.ndarray]], flag: str) -> Iterator[tuple[int, dict[str, np.ndarray], int, int, int]]:
+    """``(round, recording, step, world, agent row)`` for every step on which a controlled car raised
+    ``flag``. A car's flags stay as they were once its episode ended: a step counts only while the
+    car was alive before it, and only rows in use."""
+    for rnd, r in enumerate(rec):
+        A = r["agents"]
+        for t in range(1, len(A)):
+            hit = (A[t][flag] == 1) & (A[t]["slot"] >= 0) & (A[t - 1]["alive"] == 1) & r["placed"]
+            for w, a in zip(*np.nonzero(hit)):
+                yield rnd, r, t, int(w), int(a)
+
+
+def _front(ag: np.void) -> tuple[float, float]:
+    return (ag["x"] + 0.5 * ag["length"] * np.cos(ag["heading"]), ag["y"] + 0.5 * ag["length"] * np.sin(ag["heading"]))
+
+
 def red_light_events(rec: list[dict[str, np.ndarray]], stop_line_points: np.ndarray, dt: float) -> list[dict[str, Any]]:
     """One row per crossing of a stop bar on red by a controlled car (see the module docstring)."""
     mid = stop_line_points[:, :, :2].mean(axis=1)
     rows = []
-    for rnd, r in enumerate(rec):
+    for rnd, r, t, w, a in _flagged(rec, "red_light"):
         A, S = r["agents"], r["stop_lines"]
-        for t in range(1, len(A)):
-            # a car's flags stay as they were once its episode ended: count a step only while it was alive
-            hit = (A[t]["red_light"] == 1) & (A[t]["slot"] >= 0) & (A[t - 1]["alive"] == 1) & r["placed"]
-            for w, a in zip(*np.nonzero(hit)):
-                ag = A[t][w, a]
-                fx = ag["x"] + 0.5 * ag["length"] * np.cos(ag["heading"])
-                fy = ag["y"] + 0.5 * ag["length"] * np.sin(ag["heading"])
-                s = int(np.argmin(np.hypot(mid[:, 0] - fx, mid[:, 1] - fy)))
-                green = np.nonzero(S[:t + 1, w, s] == GREEN)[0]
-                t0 = int(green[-1]) + 1 if green.size else 0
-                a0 = A[t0][w, a]
-                f0x = a0["x"] + 0.5 * a0["length"] * np.cos(a0["heading"])
-                f0y = a0["y"] + 0.5 * a0["length"] * np.sin(a0["heading"])
-                d0 = float(np.hypot(mid[s, 0] - f0x, mid[s, 1] - f0y))
-                v0 = float(a0["speed"])
-                rows.append({"round": rnd, "world": int(w), "agent": int(a), "step": t, "stop_line": s,
-                             "seconds_since_green": (t - t0) * dt, "at_spawn": not green.size,
-                             "speed_then": v0, "distance_then": d0,
-                             "decel_needed": v0 * v0 / (2.0 * max(d0, 0.1)),
-                             "speed_at_line": float(ag["speed"]),
-                             "never_slowed": bool(A[t0:t + 1, w, a]["speed"].min() >= v0 - 1e-9)})
+        ag = A[t][w, a]
+        fx, fy = _front(ag)
+        s = int(np.argmin(np.hypot(mid[:, 0] - fx, mid[:, 1] - fy)))
+        green = np.nonzero(S[:t + 1, w, s] == GREEN)[0]
+        t0 = int(green[-1]) + 1 if green.size else 0
+        a0 = A[t0][w, a]
+        f0x, f0y = _front(a0)
+        d0 = float(np.hypot(mid[s, 0] - f0x, mid[s, 1] - f0y))
+        v0 = float(a0["speed"])
+        rows.append({"round": rnd, "world": int(w), "agent": int(a), "step": t, "stop_line": s,
+                     "seconds_since_green": (t - t0) * dt, "at_spawn": not green.size,
+                     "speed_then": v0, "distance_then": d0,
+                     "decel_needed": v0 * v0 / (2.0 * max(d0, 0.1)),
+                     "speed_at_line": float(ag["speed"]),
+                     "never_slowed": bool(A[t0:t + 1, w, a]["speed"].min() >= v0 - 1e-9)})
     return rows
 
 
@@ -100,26 +110,23 @@ def offroad_events(rec: list[dict[str, np.ndarray]], layout: Any, slots_per_worl
     curv = ego.feature("road_curvature") if "road_curvature" in names else None
     norms = layout.normalisers
     rows = []
-    for rnd, r in enumerate(rec):
+    for rnd, r, t, w, a in _flagged(rec, "offroad"):
         A, seen = r["agents"], r["obs"]
-        for t in range(1, len(A)):
-            hit = (A[t]["offroad"] == 1) & (A[t]["slot"] >= 0) & (A[t - 1]["alive"] == 1) & r["placed"]
-            for w, a in zip(*np.nonzero(hit)):
-                if (A[:t, w, a]["offroad"] == 1).any():
-                    continue
-                slot = w * slots_per_world + int(A[t][w, a]["slot"])
+        if (A[:t, w, a]["offroad"] == 1).any():
+            continue
+        slot = w * slots_per_world + int(A[t][w, a]["slot"])
 
-                def at(k: int) -> np.ndarray:
-                    return seen[max(t - k, 0), slot]
+        def at(k: int) -> np.ndarray:
+            return seen[max(t - k, 0), slot]
 
-                row = {"round": rnd, "world": int(w), "agent": int(a), "step": t, "speed": float(A[t][w, a]["speed"]),
-                       "width": float(A[t][w, a]["width"])}
-                for k in (1, 10):
-                    ls = at(k)[lane]
-                    row[f"heading_residual_{k}"] = float(np.degrees(ls[0] * norms["lane_heading_range"]))
-                    row[f"lateral_offset_{k}"] = float(ls[1] * norms["lane_lateral_range"])
-                row["curvature"] = (float(at(1)[curv][0] * norms["curvature_range"]) if curv is not None else None)
-                rows.append(row)
+        row = {"round": rnd, "world": int(w), "agent": int(a), "step": t, "speed": float(A[t][w, a]["speed"]),
+               "width": float(A[t][w, a]["width"])}
+        for k in (1, 10):
+            ls = at(k)[lane]
+            row[f"heading_residual_{k}"] = float(np.degrees(ls[0] * norms["lane_heading_range"]))
+            row[f"lateral_offset_{k}"] = float(ls[1] * norms["lane_lateral_range"])
+        row["curvature"] = (float(at(1)[curv][0] * norms["curvature_range"]) if curv is not None else None)
+        rows.append(row)
     return rows
 
 
