@@ -136,6 +136,33 @@ def _table(rows: list[dict[str, Any]], keys: list[str]) -> str:
     return "\n".join([" ".join(keys)] + [" ".join(f(r[k]) for k in keys) for r in rows])
 
 
+def _red_light_summary(red: list[dict[str, Any]]) -> str:
+    dec = np.array([r["decel_needed"] for r in red])
+    return (f"median deceleration needed {np.median(dec):.2f} m/s^2, max {dec.max():.2f}; below 2 m/s^2: "
+            f"{(dec < 2).mean():.0%}; never slowed: {np.mean([r['never_slowed'] for r in red]):.0%}; "
+            f"line not green at the car's spawn: {np.mean([r['at_spawn'] for r in red]):.0%}")
+
+
+def _offroad_summary(off: list[dict[str, Any]]) -> str:
+    lat = np.array([r["lateral_offset_1"] for r in off])
+    head = np.array([r["heading_residual_1"] for r in off])
+    right = (lat < 0) & (head < 0)
+    return (f"median |heading residual| {np.median(np.abs(head)):.1f} deg, median |offset| "
+            f"{np.median(np.abs(lat)):.2f} m one step before; heading and offset both to the right: "
+            f"{right.mean():.0%}; |heading residual| above 90 deg (against the lane): "
+            f"{(np.abs(head) > 90).mean():.0%}; speed below 0 (reversing): "
+            f"{np.mean([r['speed'] < 0 for r in off]):.0%}")
+
+
+def _report(title: str, rows: list[dict[str, Any]], keys: list[str],
+            summary: Callable[[list[dict[str, Any]]], str]) -> None:
+    """The event count, then (when there are any) one line per event and the summary line."""
+    print(f"\n{title}: {len(rows)}")
+    if rows:
+        print(_table(rows, keys))
+        print(summary(rows))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from terrazero_env.agents.evaluate import load_checkpoint, resolve_run
 
@@ -167,26 +194,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     episodes = sum(r["episodes"] for r in rec)
     print(f"{path}: {args.rounds} rounds x {args.worlds} worlds, {episodes} episodes, "
           f"{'deterministic' if args.deterministic else 'sampled'} actions")
-    print(f"\nred-light events: {len(red)}")
-    if red:
-        print(_table(red, ["round", "world", "agent", "step", "seconds_since_green", "at_spawn", "speed_then",
-                           "distance_then", "decel_needed", "speed_at_line", "never_slowed"]))
-        dec = np.array([r["decel_needed"] for r in red])
-        print(f"median deceleration needed {np.median(dec):.2f} m/s^2, max {dec.max():.2f}; below 2 m/s^2: "
-              f"{(dec < 2).mean():.0%}; never slowed: {np.mean([r['never_slowed'] for r in red]):.0%}; "
-              f"line not green at the car's spawn: {np.mean([r['at_spawn'] for r in red]):.0%}")
-    print(f"\noff-road events (first per car): {len(off)}")
-    if off:
-        print(_table(off, ["round", "world", "agent", "step", "speed", "heading_residual_1", "lateral_offset_1",
-                           "heading_residual_10", "lateral_offset_10", "curvature", "width"]))
-        lat = np.array([r["lateral_offset_1"] for r in off])
-        head = np.array([r["heading_residual_1"] for r in off])
-        right = (lat < 0) & (head < 0)
-        print(f"median |heading residual| {np.median(np.abs(head)):.1f} deg, median |offset| "
-              f"{np.median(np.abs(lat)):.2f} m one step before; heading and offset both to the right: "
-              f"{right.mean():.0%}; |heading residual| above 90 deg (against the lane): "
-              f"{(np.abs(head) > 90).mean():.0%}; speed below 0 (reversing): "
-              f"{np.mean([r['speed'] < 0 for r in off]):.0%}")
+    _report("red-light events", red, ["round", "world", "agent", "step", "seconds_since_green", "at_spawn",
+                                      "speed_then", "distance_then", "decel_needed", "speed_at_line", "never_slowed"],
+            _red_light_summary)
+    _report("off-road events (first per car)", off, ["round", "world", "agent", "step", "speed", "heading_residual_1",
+                                                     "lateral_offset_1", "heading_residual_10", "lateral_offset_10",
+                                                     "curvature", "width"], _offroad_summary)
     result = {"run": str(path), "rounds": args.rounds, "worlds": args.worlds, "episodes": episodes,
               "deterministic": args.deterministic, "red_light": red, "offroad": off}
     if args.json is not None:
