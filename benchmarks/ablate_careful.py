@@ -43,6 +43,16 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   the lane's centre a step before), which these two terms price.
 * ``obs_float16``: observations as float16 from the engine through the rollout buffer (section 3.1; the
   policy computes in float32): issue 17 asks whether the 16-bit data path keeps the learning unchanged.
+* ``fine_lateral``: the car's lateral jerk grid (-3, -1, 0, 1, 3) m/s^3 instead of (-3, 0, 3): the
+  off-road events are a car drifting toward the curb at a median 9-13 degrees off its lane a step
+  before, and with three lateral values every correction is a full 3 m/s^3 jerk (0.3 m/s^2 of lateral
+  acceleration per step), which overshoots at low speeds.
+* ``progress_potential``: the goal-progress shaping as a potential-based term (``d_prev - gamma * d``
+  with table 14's gamma 0.99, each new goal's distance charged back on the step that draws it;
+  ``reward_forms.goal_progress_shaping: potential``) instead of the metres gained. With the metres
+  gained, a car that waits out a red light forfeits a stream of progress income worth more than
+  table 8's -3 for running it; potential-based shaping leaves every decision to the unshaped reward
+  (goal bonus and penalties, the paper's economics) while still paying each step's progress.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -96,6 +106,8 @@ CHANGES: dict[str, dict[str, Any]] = {
     "obs_float16": {"obs.dtype": "float16"},
     "lane_keeping": {"rewards.lane_align": {"vehicle": [0.01, 0.025]}, "rewards.lane_center": {"vehicle": [0.0025, 0.0075]}},
     "short_signals": {"signals.christmas_green": [6.0, 0.3], "signals.christmas_red": [6.0, 0.4]},
+    "fine_lateral": {"classes.car.action_lat": [-3.0, -1.0, 0.0, 1.0, 3.0]},
+    "progress_potential": {"reward_forms.goal_progress_shaping": "potential"},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),

@@ -36,7 +36,7 @@ from rules cimport (AGENT_BUCKETS, offroad, lane_state, grid_build, collides, po
                     goal_distance, goal_check, count_events, consequence, stop_in_place)
 from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, write_traffic,
                      float_to_half)
-from rewards cimport StepEvents, RewardForm, step_reward, goal_progress, route_progress, GOAL_PROGRESS_ROUTE
+from rewards cimport StepEvents, RewardForm, step_reward, goal_progress, route_progress, GOAL_PROGRESS_ROUTE, PROGRESS_POTENTIAL
 from scene cimport lane_length, lane_point, sample_goal
 from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch, goal_route_distance
 from signals cimport SigParams, SigState, signals_reset, signals_tick

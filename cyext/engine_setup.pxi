@@ -54,6 +54,8 @@ cdef _load_tables(Engine e, cfg, tb):
     e.rform.speed_limit = int(cfg.reward_forms.speed_limit)
     e.rform.goal_progress = int(cfg.reward_forms.goal_progress)
     e.rform.route_cap = cfg.reward_forms.route_max_distance
+    e.rform.shaping = int(cfg.reward_forms.goal_progress_shaping)
+    e.rform.gamma = cfg.reward_forms.goal_progress_gamma
     e.lane_max_dist = cfg.lane_max_distance
     e.z_gate = cfg.obs.z_gate
     cq = {k: int(v) for k, v in cfg.consequences.items()}

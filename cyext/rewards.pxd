@@ -24,6 +24,8 @@ cdef enum:
     SPEED_LIMIT_LANE = 1       # cap: the current lane's posted limit where there is one
     GOAL_PROGRESS_EUCLIDEAN = 0   # metres of straight-line distance to the goal gained
     GOAL_PROGRESS_ROUTE = 1       # metres of driving distance along the lane graph gained
+    PROGRESS_DIFFERENCE = 0       # goal progress pays d_prev - d
+    PROGRESS_POTENTIAL = 1        # pays d_prev - gamma * d (potential-based, the new goal charged back)
 
 
 ctypedef struct RewardForm:
@@ -31,6 +33,8 @@ ctypedef struct RewardForm:
     int speed_limit
     int goal_progress
     double route_cap           # m: the route search of GOAL_PROGRESS_ROUTE stops this far out
+    int shaping                # PROGRESS_DIFFERENCE or PROGRESS_POTENTIAL
+    double gamma               # PROGRESS_POTENTIAL's discount per step
 
 
 ctypedef struct StepEvents:

@@ -125,7 +125,8 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     cdef const double* cp = &e.cp[a.cls * N_CP]
     cdef StepEvents ev
     cdef int prev_lane = a.lane
-    cdef double d
+    cdef double d, dg
+    cdef bint paid
     r = w * e.slots_per_world + a.slot
     memset(&ev, 0, sizeof(StepEvents))
     a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
@@ -141,11 +142,15 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     ev.comfort_violations = a.n_comfort
     d = goal_distance(a)
     if e.rform.goal_progress == GOAL_PROGRESS_ROUTE:
-        ev.goal_progress = route_progress(a, goal_route_distance(m, a, e.lane_max_dist, e.z_gate, e.rform.route_cap,
-                                                                 &e.lg[w]),
-                                          cp[CP_VMAX] * a.kin[KIN_VEL] * e.dt)
+        dg = goal_route_distance(m, a, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
+        paid = dg >= 0 and a.prev_goal_dist >= 0
+        ev.goal_progress = route_progress(a, dg, cp[CP_VMAX] * a.kin[KIN_VEL] * e.dt)
     else:
+        dg = d
+        paid = 1
         ev.goal_progress = goal_progress(a, d)
+    if e.rform.shaping == PROGRESS_POTENTIAL and paid:
+        ev.goal_progress += (1.0 - e.rform.gamma) * dg
     goal_check(a, d, &ev)
     e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
@@ -154,6 +159,11 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way,
                                      e.conseq_red_light),
                  ev.goal)
+    if (e.rform.shaping == PROGRESS_POTENTIAL and ev.goal and a.alive and not a.halted and dg >= 0
+            and a.prev_goal_dist >= 0):
+        # the step drew a new goal: charge its distance back (rewards.pxd: PROGRESS_POTENTIAL), so the
+        # step pays d_prev - gamma * d_new in all
+        e.rew[r] += <float>(a.rw[RW_GOAL_PROGRESS] * e.rform.gamma * (dg - a.prev_goal_dist))
 
 cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:
     """Apply a consequence (``rules.consequence``) or, failing one that removes the agent, the goal

@@ -40,7 +40,7 @@ from .config_checks import check_bool, check_enum, check_float, check_int, check
 from .config_checks import set_field as _set
 from .log_roles import LogRoles, check_log_roles, log_role_table
 from .maps.schema import AgentType
-from .reward_forms import GoalProgressForm, RewardForms, SpeedLimitSource, VelAlignForm
+from .reward_forms import GoalProgressForm, ProgressShaping, RewardForms, SpeedLimitSource, VelAlignForm
 from .road_users_config import (
     CrossingGroup,
     PedestrianConfig,
@@ -51,7 +51,7 @@ from .road_users_config import (
 
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
-    "GoalProgressForm", "InitConfig", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "VIOLATIONS", "kinematic_ranges_table15",
+    "GoalProgressForm", "InitConfig", "ProgressShaping", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "VIOLATIONS", "kinematic_ranges_table15",
     "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
 ]
 

@@ -43,6 +43,7 @@ from .config import (
     GoalBehavior,
     GoalProgressForm,
     InitMode,
+    ProgressShaping,
     SignalController,
     SpeedLimitSource,
     VIOLATIONS,
@@ -57,7 +58,8 @@ _COLUMNS = ("vehicle", "pedestrian", "cyclist")
 _PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
 _ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel,
                                           "controller": SignalController, "vel_align": VelAlignForm,
-                                          "speed_limit": SpeedLimitSource, "goal_progress": GoalProgressForm}
+                                          "speed_limit": SpeedLimitSource, "goal_progress": GoalProgressForm,
+                                          "goal_progress_shaping": ProgressShaping}
 
 
 def _plain(v: Any) -> Any:

@@ -13,7 +13,7 @@ from enum import IntEnum
 from .config_checks import check_enum, check_float
 from .config_checks import set_field as _set
 
-__all__ = ["GoalProgressForm", "RewardForms", "SpeedLimitSource", "VelAlignForm"]
+__all__ = ["GoalProgressForm", "ProgressShaping", "RewardForms", "SpeedLimitSource", "VelAlignForm"]
 
 
 class VelAlignForm(IntEnum):
@@ -53,6 +53,26 @@ class GoalProgressForm(IntEnum):
     the agent's top speed (``rewards.pxd: route_progress``)."""
 
 
+class ProgressShaping(IntEnum):
+    """How the goal-progress term turns the distance to the goal into a reward per step (ours: the paper
+    holds the term at zero, table 8)."""
+
+    DIFFERENCE = 0
+    """``d_prev - d``: the metres gained since the last step (the default so far). A new goal starts
+    afresh, so every metre driven toward any goal pays: waiting (at a red light, behind a car) forfeits
+    that income for as long as it lasts."""
+    POTENTIAL = 1
+    """Potential-based shaping (Ng, Harada and Russell, 1999) with the potential ``-d`` and the discount
+    ``goal_progress_gamma``: ``d_prev - gamma * d`` per step, and on the step that reaches a goal and
+    draws the next one, ``d_prev - gamma * d_new``, so the metres to the new goal are charged back.
+    Summed with the discount over a car's run it telescopes to the potential at its ends, so it changes
+    no decision the unshaped reward makes (a wait costs what delaying the goal bonus costs, not a
+    stream of progress), while every step still pays for moving toward the goal. A step that removes
+    the car (a collision, leaving the road) is paid as any other: the car forfeits the potential left,
+    ``-d``, on top of the penalty. Steps where the distance is unknown (ROUTE off the lanes) pay
+    nothing, as in DIFFERENCE, and a new goal whose distance is unknown is not charged."""
+
+
 @dataclass(frozen=True)
 class RewardForms:
     """Which form some reward terms take (appendix B). Every default keeps the project's earlier
@@ -70,9 +90,18 @@ class RewardForms:
     route_max_distance: float = 200.0
     """ROUTE: the lane-graph search stops this far out (m); a goal further along the lanes counts as
     unknown (ours, as ``ObsConfig.topology_max_distance``)."""
+    goal_progress_shaping: ProgressShaping = ProgressShaping.DIFFERENCE
+    """Goal-progress shaping's per-step reward: DIFFERENCE (default: metres gained) or POTENTIAL
+    (potential-based, discounted by ``goal_progress_gamma``; ours, issue 20)."""
+    goal_progress_gamma: float = 0.99
+    """POTENTIAL: the shaping's discount per step, in [0, 1]; policy invariance needs the learner's own
+    discount (table 14: 0.99)."""
 
     def __post_init__(self) -> None:
         _set(self, "vel_align", check_enum("RewardForms.vel_align", self.vel_align, VelAlignForm))
         _set(self, "speed_limit", check_enum("RewardForms.speed_limit", self.speed_limit, SpeedLimitSource))
         _set(self, "goal_progress", check_enum("RewardForms.goal_progress", self.goal_progress, GoalProgressForm))
+        _set(self, "goal_progress_shaping", check_enum("RewardForms.goal_progress_shaping",
+                                                       self.goal_progress_shaping, ProgressShaping))
+        check_float("RewardForms.goal_progress_gamma", self.goal_progress_gamma, 0.0, 1.0)
         check_float("RewardForms.route_max_distance", self.route_max_distance, 0.0, lo_open=True, unit=" of metres")

@@ -21,6 +21,7 @@ from terrazero_env.config import (
     GoalProgressForm,
     InitConfig,
     ObsConfig,
+    ProgressShaping,
     RewardForms,
     SpeedLimitSource,
     VelAlignForm,
@@ -473,6 +474,63 @@ def test_route_progress_config_reaches_the_engine_and_stays_off_by_default(road)
     assert _engine(road).config.reward_forms.goal_progress == GoalProgressForm.EUCLIDEAN
     e = _engine(road, reward_forms={"goal_progress": GoalProgressForm.ROUTE, "route_max_distance": 120.0})
     assert e.config.reward_forms.route_max_distance == 120.0
+
+
+def _goal_distance(e):
+    a = e.agents[0, 0]
+    return float(np.hypot(a["goal_x"] - a["x"], a["goal_y"] - a["y"]))
+
+
+@pytest.mark.parametrize("form", ["euclidean", "route"])
+def test_potential_progress_pays_the_previous_distance_minus_gamma_times_the_new(road, form):
+    """A 10 m/s car 130 m behind its goal on a straight lane drives 1 m per step: POTENTIAL pays
+    ``d_prev - gamma * d`` (here 131 - t - 0.9 * (130 - t)), DIFFERENCE the 1 m alone."""
+    pot = _progress_rewards(_engine(road, reward_forms={"goal_progress": form, "goal_progress_shaping": "potential",
+                                                        "goal_progress_gamma": 0.9}), CAR_10, 5)
+    t = np.arange(1, 6)
+    np.testing.assert_allclose(pot, (131.0 - t) - 0.9 * (130.0 - t), rtol=1e-4)
+    diff = _progress_rewards(_engine(road, reward_forms={"goal_progress": form}), CAR_10, 5)
+    np.testing.assert_allclose(diff, 1.0, rtol=1e-4)
+
+
+def test_potential_progress_telescopes_over_goal_changes(road):
+    """Over a run that reaches several goals (a goal counts as reached within 2 m at any speed, and the
+    next is drawn along the lanes), the discounted sum of the POTENTIAL rewards is the first distance
+    minus gamma^T times the last: each new goal's distance is charged back on the step that draws it.
+    DIFFERENCE pays every goal's metres afresh, without the charge, so its sum is larger."""
+    gamma, steps = 0.95, 60
+    rw = {k: 0.0 for k in REWARD_PARAMS}
+    rw.update(delta_goal=2.0, v_goal=50.0, gamma_col=0.0, goal_progress=1.0)
+    car = dict(CAR_10, goal=(75.0, -1.75), rw=rw, kin=(1, 1, 1, 1))
+    sums = {}
+    for shaping in ("potential", "difference"):
+        e = _engine(road, reward_forms={"goal_progress_shaping": shaping, "goal_progress_gamma": gamma},
+                    init={"goal_distance": (8.0, 12.0), "num_agents": (1, 1), "randomize_kinematics": False})
+        e.set_scene(0, [car], seed=3)
+        d0 = _goal_distance(e)
+        act = np.full(4, _zero_action(e), np.int32)
+        total, goals = 0.0, 0
+        for t in range(steps):
+            e.step(act)
+            assert e.valid[0] and not e.terminated[0]
+            total += gamma ** t * float(e.rewards[0])
+            goals += int(e.agents[0, 0]["goal_reached"])
+        sums[shaping] = (total, goals)
+        if shaping == "potential":
+            assert goals >= 2
+            assert total == pytest.approx(d0 - gamma ** steps * _goal_distance(e), abs=1e-3)
+    assert sums["difference"][1] == sums["potential"][1]
+    assert sums["difference"][0] > sums["potential"][0] + 2.0
+
+
+def test_potential_progress_config_round_trips_and_rejects_bad_values(road):
+    cfg = EngineConfig(reward_forms=RewardForms(goal_progress_shaping="potential", goal_progress_gamma=0.97))
+    assert config_from_dict(config_to_dict(cfg)).reward_forms == cfg.reward_forms
+    assert EngineConfig().reward_forms.goal_progress_shaping == ProgressShaping.DIFFERENCE
+    with pytest.raises(ValueError, match="goal_progress_gamma"):
+        RewardForms(goal_progress_gamma=1.5)
+    with pytest.raises(ValueError, match="goal_progress_shaping"):
+        RewardForms(goal_progress_shaping="discounted")
 
 
 def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():

@@ -96,6 +96,10 @@ BAD: list[tuple[type, str, object, str]] = [
     (RewardForms, "goal_progress", "manhattan", "RewardForms.goal_progress"),
     (RewardForms, "route_max_distance", -1.0, "RewardForms.route_max_distance"),
     (RewardForms, "route_max_distance", float("nan"), "RewardForms.route_max_distance"),
+    (RewardForms, "goal_progress_shaping", "discounted", "RewardForms.goal_progress_shaping"),
+    (RewardForms, "goal_progress_shaping", 1.5, "RewardForms.goal_progress_shaping"),
+    (RewardForms, "goal_progress_gamma", 1.01, "RewardForms.goal_progress_gamma"),
+    (RewardForms, "goal_progress_gamma", float("nan"), "RewardForms.goal_progress_gamma"),
     (EngineConfig, "reward_forms", {"vel_align": 1}, "EngineConfig.reward_forms"),
     # InitConfig
     (InitConfig, "mode", 7, "InitConfig.mode"),
