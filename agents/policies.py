@@ -235,7 +235,7 @@ class DeepSetsPolicy(ActorCriticPolicy):
             raise ValueError("per-type action heads need a Discrete action space")
         kwargs.setdefault("net_arch", [])
         kwargs.setdefault("activation_fn", nn.ReLU)
-        kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8})
+        kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8, "foreach": True})
         kwargs["features_extractor_class"] = DeepSetsExtractor
         kwargs["features_extractor_kwargs"] = {
             "layout": layout, "type_column": type_column, "agent_types": self.agent_types,

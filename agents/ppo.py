@@ -266,7 +266,7 @@ class PPO(SB3PPO):
         if (env is not None and isinstance(policy_class, type) and issubclass(policy_class, DeepSetsPolicy)
                 and "layout" not in policy_kwargs):
             policy_kwargs.update(layout_from_env(env))
-        policy_kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8})
+        policy_kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8, "foreach": True})
         if batch_size is None:
             batch_size = max(2, n_steps * getattr(env, "num_envs", 1) // num_minibatches)
         self.num_minibatches = num_minibatches

