@@ -53,6 +53,9 @@ The changes (each a set of engine-config overrides, see ``CHANGES``):
   gained, a car that waits out a red light forfeits a stream of progress income worth more than
   table 8's -3 for running it; potential-based shaping leaves every decision to the unshaped reward
   (goal bonus and penalties, the paper's economics) while still paying each step's progress.
+* ``boundary_top``: the off-road (boundary) penalty drawn from [2.5, 3] instead of the preset's [1, 3],
+  the top of table 8's vehicle range [0, 3]: leaving the road costs every car nearly the most the
+  paper allows.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -108,6 +111,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "short_signals": {"signals.christmas_green": [6.0, 0.3], "signals.christmas_red": [6.0, 0.4]},
     "fine_lateral": {"classes.car.action_lat": [-3.0, -1.0, 0.0, 1.0, 3.0]},
     "progress_potential": {"reward_forms.goal_progress_shaping": "potential"},
+    "boundary_top": {"rewards.boundary": {"vehicle": [2.5, 3.0]}},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
