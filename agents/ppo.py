@@ -47,7 +47,7 @@ from . import losses, targets
 from ..wrappers.double_buffer import DoubleBufferedEnv
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
-from .policies import DeepSetsPolicy, layout_from_env
+from .policies import DEFAULT_OPTIMIZER_KWARGS, DeepSetsPolicy, layout_from_env
 
 __all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
 
@@ -266,7 +266,7 @@ class PPO(SB3PPO):
         if (env is not None and isinstance(policy_class, type) and issubclass(policy_class, DeepSetsPolicy)
                 and "layout" not in policy_kwargs):
             policy_kwargs.update(layout_from_env(env))
-        policy_kwargs.setdefault("optimizer_kwargs", {"eps": 1e-8, "foreach": True})
+        policy_kwargs.setdefault("optimizer_kwargs", dict(DEFAULT_OPTIMIZER_KWARGS))
         if batch_size is None:
             batch_size = max(2, n_steps * getattr(env, "num_envs", 1) // num_minibatches)
         self.num_minibatches = num_minibatches
