@@ -6,7 +6,7 @@ opt-in switches for a fixed budget and several seeds, evaluate every run as ``te
     python benchmarks/ablate_careful.py --variants baseline,all,all-ego_features --seeds 0 1 \\
         --total-steps 400000 --episodes 200
 
-The changes (each a set of engine-config overrides, see ``CHANGES``):
+The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES``):
 
 * ``vel_align_table8``: velocity alignment in table 8's form, ``-alpha_va * dt * |v - v_target|``
   (``reward_forms.vel_align: table8``) instead of also dividing by v_max.
@@ -101,7 +101,7 @@ from terrazero_env.agents.train import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Each change as engine-config overrides (dotted names, as ``terrazero train --set`` takes them).
+#: Each change as engine-config or ``train.X`` overrides (dotted names, as ``terrazero train --set`` takes them).
 CHANGES: dict[str, dict[str, Any]] = {
     "vel_align_table8": {"reward_forms.vel_align": "table8"},
     "speed_limit_lane": {"reward_forms.speed_limit": "lane", "rewards.speed_limit": {"vehicle": [0.25, 1.0]}},
