@@ -64,6 +64,8 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
 * ``weak_progress``: the goal-progress shaping at 0.05 per metre instead of the preset's 0.1: every
   penalty of table 8 then weighs twice as much against the progress income that running a red light or
   cutting a corner earns.
+* ``more_epochs``: four PPO epochs per rollout instead of table 14's two: more learning from each
+  agent step, for twice the update's work.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -123,6 +125,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "low_entropy": {"train.ent_coef": 0.003},
     "min_entropy": {"train.ent_coef": 0.001},
     "weak_progress": {"rewards.goal_progress": {"vehicle": 0.05}},
+    "more_epochs": {"train.n_epochs": 4},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
