@@ -56,10 +56,9 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
 * ``boundary_top``: the off-road (boundary) penalty drawn from [2.5, 3] instead of the preset's [1, 3],
   the top of table 8's vehicle range [0, 3]: leaving the road costs every car nearly the most the
   paper allows.
-* ``low_entropy``: PPO's entropy coefficient 0.003 instead of table 14's 0.01: with normalized
-  advantages and 12 actions, the bonus keeps the sampled policy putting weight on full lateral jerks
-  and the -15 m/s^3 brake late into the 1.4M budget; each such pick is a comfort violation or the start
-  of a drift toward the curb.
+* ``low_entropy``: PPO's entropy coefficient 0.003 instead of table 14's 0.01 (the paper's value is
+  for billions of steps): aimed at the sampled policy's remaining weight on full lateral jerks and the
+  -15 m/s^3 brake late in the 1.4M budget, each such pick a comfort violation or the start of a drift.
 * ``min_entropy``: the entropy coefficient at 0.001.
 * ``weak_progress``: the goal-progress shaping at 0.05 per metre instead of the preset's 0.1: every
   penalty of table 8 then weighs twice as much against the progress income that running a red light or
