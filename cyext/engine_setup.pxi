@@ -57,6 +57,7 @@ cdef _load_tables(Engine e, cfg, tb):
     e.rform.shaping = int(cfg.reward_forms.goal_progress_shaping)
     e.rform.gamma = cfg.reward_forms.goal_progress_gamma
     e.lane_max_dist = cfg.lane_max_distance
+    e.lane_align_cos = cos(cfg.lane_align_angle)
     e.z_gate = cfg.obs.z_gate
     cq = {k: int(v) for k, v in cfg.consequences.items()}
     e.conseq_collision = cq.get("collision", CONSEQ_NONE)

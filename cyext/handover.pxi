@@ -95,5 +95,5 @@ cdef void _handed_progress(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
     cdef Py_ssize_t r = w * e.slots_per_world + probe.slot
     if e.slot_of[r] != i:
         return
-    lane_state(e.wmap[w], &probe, e.lane_max_dist, e.z_gate)
+    lane_state(e.wmap[w], &probe, e.lane_max_dist, e.z_gate, e.lane_align_cos)
     handed_progress_step(&e.em[r * N_EPISODE_METRICS], &probe, e.dt)

@@ -158,7 +158,7 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
         a.cos_h = cos(a.heading)
         a.sin_h = sin(a.heading)
         if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
-            lane_state(m, a, e.lane_max_dist, e.z_gate)
+            lane_state(m, a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
         _progress_start(e, w, a)
         if a.role == ROLE_CONTROLLED and a.slot >= 0:
             r = w * K + a.slot

@@ -13,7 +13,7 @@ from common cimport (Agent, MapC, SegGridC, CP_COMF_ALONG, CP_COMF_ALAT, CP_COMF
 from rewards cimport StepEvents
 from geometry cimport (box_corners, segments_intersect, obb_overlap, point_in_polygon, wrap_angle,
                        point_segment_dist2)
-from seggrid cimport seggrid_nearest
+from seggrid cimport seggrid_nearest, seggrid_nearest_where, heads_along
 
 # Agent grid: a hashed uniform grid per world (no per-map allocation); the cell side is chosen by
 # the engine to exceed the largest possible sum of two agents' half-diagonals.
@@ -105,17 +105,30 @@ cdef inline bint offroad(const MapC* m, Agent* a, double z_gate) noexcept nogil:
     return point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks)
 
 
-cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_gate) noexcept nogil:
+cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_gate, double align_cos) noexcept nogil:
     """Current lane: the nearest centerline segment within ``max_dist``; heading residual
-    (agent heading minus lane direction, wrapped) and signed lateral offset (+ left)."""
-    cdef double d2, t, dx, dy, L
+    (agent heading minus lane direction, wrapped) and signed lateral offset (+ left). Where lanes
+    overlap (intersection connectors, the mouth of a turning loop) the nearest centerline may cross
+    or oppose the agent's travel: when the nearest segment's direction makes a cosine below
+    ``align_cos`` with the agent's heading, the nearest segment that heads along it (cosine at least
+    ``align_cos``) and has the agent within half its lane's width is taken instead, if there is one.
+    An agent outside every such lane keeps the plain nearest (a car over the centre line reads the
+    opposing lane, so wrong-way driving still counts). ``align_cos`` below -1: the plain nearest."""
+    cdef double d2, t, dx, dy, L, d2b, tb
     cdef Py_ssize_t s = seggrid_nearest(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, &d2, &t)
+    cdef Py_ssize_t sb
     cdef const double* q
     if s < 0:
         a.lane = -1
         a.lane_heading_res = 0.0
         a.lane_lat = 0.0
         return
+    if align_cos >= -1.0 and not heads_along(m.lanes.seg + 6 * s, cos(a.heading), sin(a.heading), align_cos):
+        sb = seggrid_nearest_where(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, cos(a.heading), sin(a.heading),
+                                   align_cos, m.lane_width, &d2b, &tb)
+        if sb >= 0:
+            s = sb
+            t = tb
     q = m.lanes.seg + 6 * s
     dx = q[3] - q[0]
     dy = q[4] - q[1]

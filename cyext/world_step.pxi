@@ -132,7 +132,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
                           e.agent_cell, e.z_gate, 0.0)
     ev.collided = a.collided
-    lane_state(m, a, e.lane_max_dist, e.z_gate)
+    lane_state(m, a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
     if a.cls == CLS_PEDESTRIAN:
         pedestrian_rules(m, a, &ev)
     else:

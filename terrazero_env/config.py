@@ -462,6 +462,13 @@ class EngineConfig:
     (section 3.3 penalizes reversed travel; the angle is ours)."""
     lane_max_distance: float = 8.0
     """An agent further than this from every lane centerline has no current lane (m) (ours)."""
+    lane_align_angle: float = math.pi
+    """Where lanes overlap, the current lane is the one the agent drives along (rad, in [0, pi]; ours):
+    when the nearest centerline heads more than this away from the agent's heading, the nearest lane
+    heading within this angle of it that has the agent within half its width is taken instead (if
+    any). The current lane gives the lane-state observations, wrong-way driving, the stop line a car
+    crosses and route progress. pi: always the nearest centerline (appendix B's "nearest lane"), which
+    at intersections and turning loops can be a crossing or opposing lane."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
@@ -506,6 +513,7 @@ class EngineConfig:
         check_float("EngineConfig.dt", self.dt, 0.0, 1.0, lo_open=True, unit=" of seconds")
         check_float("EngineConfig.wrong_way_angle", self.wrong_way_angle, 0.0, math.pi, unit=" of radians")
         check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
+        check_float("EngineConfig.lane_align_angle", self.lane_align_angle, 0.0, math.pi, unit=" of radians")
         if not isinstance(self.consequences, Mapping):
             raise ValueError(f"EngineConfig.consequences: a mapping of violation to consequence, got {self.consequences!r}")
         unknown = set(self.consequences) - set(VIOLATIONS)

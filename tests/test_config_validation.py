@@ -252,6 +252,8 @@ BAD: list[tuple[type, str, object, str]] = [
     (EngineConfig, "wrong_way_angle", NAN, "EngineConfig.wrong_way_angle"),
     (EngineConfig, "wrong_way_angle", 4.0, "EngineConfig.wrong_way_angle"),
     (EngineConfig, "lane_max_distance", 0.0, "EngineConfig.lane_max_distance"),
+    (EngineConfig, "lane_align_angle", NAN, "EngineConfig.lane_align_angle"),
+    (EngineConfig, "lane_align_angle", 3.5, "EngineConfig.lane_align_angle"),
     (EngineConfig, "classes", {AgentType.CAR: default_classes()[AgentType.CAR]}, "EngineConfig.classes"),
     (EngineConfig, "classes", {**default_classes(), AgentType.BUS: "bus"}, "EngineConfig.classes"),
     (EngineConfig, "obs", {"dtype": "float16"}, "EngineConfig.obs"),
