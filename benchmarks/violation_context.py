@@ -15,7 +15,8 @@ episode per slot, world seeds ``1000 * round + world``) and prints one row per e
 * **off-road** (each car's first off-road step): its speed, and its heading residual (degrees, +
   left of the lane's direction) and lateral offset (m, + left) from its lane one step and ten steps
   before, from the ego observation's ``lane_state`` (the run must observe it), with the lane
-  curvature ahead where it is observed.
+  curvature ahead where it is observed, and the kind of place the car was on a step before
+  (``Places``: junction, turning loop, bend or straight, from the nearest centerline).
 
 The stop line of a red-light event is the one nearest the car's front at the event (the engine tests
 the line ending the car's previous lane; at a crossing the nearest line is that one). Summaries
@@ -100,8 +101,52 @@ def red_light_events(rec: list[dict[str, np.ndarray]], stop_line_points: np.ndar
     return rows
 
 
-def offroad_events(rec: list[dict[str, np.ndarray]], layout: Any, slots_per_world: int) -> list[dict[str, Any]]:
-    """One row per controlled car's first off-road step (see the module docstring)."""
+class Places:
+    """Where on the map a point lies: ``junction`` (its nearest centerline is a lane inside an
+    intersection), else ``loop`` (a lane that turns through more than 150 degrees in all, the turning
+    loops at dead ends, passes within 10 m), else ``bend`` (some lane turns faster than 0.03 rad per
+    metre within 10 m: in a bend, entering or leaving one), else ``straight``."""
+
+    def __init__(self, map_data: Any) -> None:
+        lanes = map_data.lanes
+        segs, rows, rates = [], [], []
+        inter = np.asarray(lanes.intersection)
+        self.inter = inter
+        loop = np.zeros(len(lanes), bool)
+        for lane in range(len(lanes)):
+            pts = np.asarray(lanes.centerline.row(lane), float)[:, :2]
+            d = np.diff(pts, axis=0)
+            h = np.unwrap(np.arctan2(d[:, 1], d[:, 0]))
+            seg_len = np.maximum(np.linalg.norm(d, axis=1), 1e-6)
+            rate = np.zeros(len(d))
+            if len(d) > 1:  # heading change per metre at each inner vertex, given to both its segments
+                r = np.abs(np.diff(h)) / (0.5 * (seg_len[1:] + seg_len[:-1]))
+                rate[1:] = np.maximum(rate[1:], r)
+                rate[:-1] = np.maximum(rate[:-1], r)
+            loop[lane] = len(h) > 0 and abs(h[-1] - h[0]) > np.radians(150.0)
+            segs.append(np.concatenate([pts[:-1], pts[1:]], axis=1))
+            rows.append(np.full(len(d), lane))
+            rates.append(rate)
+        self.seg, self.row, self.rate = np.concatenate(segs), np.concatenate(rows), np.concatenate(rates)
+        self.loop = loop[self.row] & (inter[self.row] < 0)
+        self.inside = inter[self.row] >= 0
+
+    def __call__(self, x: float, y: float) -> str:
+        a, d = self.seg[:, :2], self.seg[:, 2:] - self.seg[:, :2]
+        t = np.clip(((np.array([x, y]) - a) * d).sum(1) / np.maximum((d * d).sum(1), 1e-12), 0.0, 1.0)
+        dist = np.linalg.norm(a + t[:, None] * d - [x, y], axis=1)
+        if self.inside[int(np.argmin(dist))]:
+            return "junction"
+        near = dist <= 10.0
+        if (near & self.loop).any():
+            return "loop"
+        return "bend" if (near & ~self.inside & (self.rate > 0.03)).any() else "straight"
+
+
+def offroad_events(rec: list[dict[str, np.ndarray]], layout: Any, slots_per_world: int,
+                   places: Places | None = None) -> list[dict[str, Any]]:
+    """One row per controlled car's first off-road step (see the module docstring); with ``places``,
+    where the car was one step before (``Places``)."""
     ego = layout.groups["ego"]
     names = {n for n, _, _ in ego.features}
     if "lane_state" not in names:
@@ -126,6 +171,9 @@ def offroad_events(rec: list[dict[str, np.ndarray]], layout: Any, slots_per_worl
             row[f"heading_residual_{k}"] = float(np.degrees(ls[0] * norms["lane_heading_range"]))
             row[f"lateral_offset_{k}"] = float(ls[1] * norms["lane_lateral_range"])
         row["curvature"] = (float(at(1)[curv][0] * norms["curvature_range"]) if curv is not None else None)
+        if places is not None:
+            before = A[t - 1][w, a]
+            row["place"] = places(float(before["x"]), float(before["y"]))
         rows.append(row)
     return rows
 
@@ -147,11 +195,15 @@ def _offroad_summary(off: list[dict[str, Any]]) -> str:
     lat = np.array([r["lateral_offset_1"] for r in off])
     head = np.array([r["heading_residual_1"] for r in off])
     right = (lat < 0) & (head < 0)
+    where = ""
+    if off and "place" in off[0]:
+        names, counts = np.unique([r["place"] for r in off], return_counts=True)
+        where = "; where: " + ", ".join(f"{n} {c / len(off):.0%}" for n, c in zip(names, counts))
     return (f"median |heading residual| {np.median(np.abs(head)):.1f} deg, median |offset| "
             f"{np.median(np.abs(lat)):.2f} m one step before; heading and offset both to the right: "
             f"{right.mean():.0%}; |heading residual| above 90 deg (against the lane): "
             f"{(np.abs(head) > 90).mean():.0%}; speed below 0 (reversing): "
-            f"{np.mean([r['speed'] < 0 for r in off]):.0%}")
+            f"{np.mean([r['speed'] < 0 for r in off]):.0%}{where}")
 
 
 def _report(title: str, rows: list[dict[str, Any]], keys: list[str],
@@ -188,7 +240,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rec = record(lambda o: model.predict(o, deterministic=args.deterministic)[0], venv, args.rounds)
         points = np.asarray(terrazero_env.maps.load_source(cfg.maps[0]).stop_lines.points, float).reshape(-1, 2, 3)
         red = red_light_events(rec, points, float(cfg.dt))
-        off = offroad_events(rec, venv.engine.obs_layout, venv.slots_per_world)
+        off = offroad_events(rec, venv.engine.obs_layout, venv.slots_per_world,
+                             Places(terrazero_env.maps.load_source(cfg.maps[0])))
     finally:
         venv.close()
     episodes = sum(r["episodes"] for r in rec)
@@ -199,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             _red_light_summary)
     _report("off-road events (first per car)", off, ["round", "world", "agent", "step", "speed", "heading_residual_1",
                                                      "lateral_offset_1", "heading_residual_10", "lateral_offset_10",
-                                                     "curvature", "width"], _offroad_summary)
+                                                     "curvature", "width", "place"], _offroad_summary)
     result = {"run": str(path), "rounds": args.rounds, "worlds": args.worlds, "episodes": episodes,
               "deterministic": args.deterministic, "red_light": red, "offroad": off}
     if args.json is not None:
