@@ -65,6 +65,10 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
   cutting a corner earns.
 * ``more_epochs``: four PPO epochs per rollout instead of table 14's two: more learning from each
   agent step, for twice the update's work.
+* ``lane_align``: ``lane_align_angle`` 30 degrees: where lane centerlines overlap (intersection
+  connectors, the mouth of a turning loop) the car's current lane is the one it drives along rather
+  than the nearest centerline, which there can cross or oppose its travel and makes the lane-state
+  features (and the stop line ahead) jump for a step.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -125,6 +129,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "min_entropy": {"train.ent_coef": 0.001},
     "weak_progress": {"rewards.goal_progress": {"vehicle": 0.05}},
     "more_epochs": {"train.n_epochs": 4},
+    "lane_align": {"lane_align_angle": 0.5235987755982988},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
