@@ -337,6 +337,7 @@ cdef class Engine:
         e.yaw_rate = ego.get("yaw_rate", -1)
         e.road_curvature = ego.get("road_curvature", -1)
         e.curvature_lookahead = o.curvature_lookahead
+        e.curvature_route = o.road_curvature_route
         e.topology_goal_distance = ego.get("topology_goal_distance", -1)
         e.topology_cap = o.topology_max_distance
         e.stop_line_ahead = ego.get("stop_line_ahead", -1)

@@ -175,6 +175,25 @@ cdef inline double lane_graph_distance(const MapC* m, int start, double start_s,
     return best
 
 
+cdef inline int route_successor(const MapC* m, const Agent* a, int lane, double lane_max_dist, double z_gate,
+                                double cap, LaneGraphScratch* sc) noexcept nogil:
+    """The successor of ``lane`` from whose start the agent's goal lies nearest along the lane graph
+    (``lane_graph_distance`` to the goal's nearest lane point; ties to the first listed); -1 when the
+    goal is off every lane or no successor reaches it within ``cap`` metres."""
+    cdef double gs = 0.0, d, best = INFINITY
+    cdef int gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, lane_max_dist, z_gate, &gs)
+    cdef int k, v, out = -1
+    if gl < 0:
+        return -1
+    for k in range(m.succ_off[lane], m.succ_off[lane + 1]):
+        v = m.succ[k]
+        d = lane_graph_distance(m, v, 0.0, gl, gs, cap, sc)
+        if d >= 0 and d < best:
+            best = d
+            out = v
+    return out
+
+
 cdef inline double goal_route_distance(const MapC* m, const Agent* a, double lane_max_dist, double z_gate,
                                        double cap, LaneGraphScratch* sc) noexcept nogil:
     """Driving distance (m) from the agent's place on its lane (``a.lane``, ``a.lane_arc``: after

@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 from libc.math cimport sqrt, fabs, sin, cos
 from geometry cimport wrap_angle
 from scene cimport lane_length, lane_point
-from lanegraph cimport LaneGraphScratch, goal_route_distance
+from lanegraph cimport LaneGraphScratch, goal_route_distance, route_successor
 from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NONE, KIND_PARKED, KIND_CRASHED,
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF, SLC_SIGNAL)
@@ -192,6 +192,7 @@ ctypedef struct EgoLayout:
     int stop_line_ahead                            # ours: the stop line ending the current lane
     double stop_line_cap                           # m: traffic_radius, the distance read when none
     double curvature_lookahead                     # m
+    bint curvature_route                           # road_curvature_route: past a fork, the goal's branch
     double topology_cap                            # m: topology_max_distance
     double lane_max_dist, z_gate                   # m: how the goal's lane is found (as an agent's)
     int n_alpha
@@ -210,17 +211,20 @@ ctypedef struct EntityLayout:
     ObsNorm n
 
 
-cdef inline double lane_curvature_ahead(const MapC* m, int lane, double s, double ahead) noexcept nogil:
+cdef inline double lane_curvature_ahead(const MapC* m, int lane, double s, double ahead, int via) noexcept nogil:
     """Mean curvature (1/m, + left) of the lane graph from arc length ``s`` of ``lane`` over the next
     ``ahead`` metres: the wrapped heading change divided by the arc length covered. Past the lane's
-    end the walk continues onto its successor when there is exactly one (no route is known to choose
-    among several) and otherwise stops at the end."""
+    end the walk continues onto its successor when there is exactly one, else onto ``via`` (a
+    successor chosen by the caller, -1 for none), and otherwise stops at the end."""
     cdef double x, y, z, h0, h1, L = lane_length(m, lane), travelled, target = s + ahead
-    cdef int ln = lane, nxt
+    cdef int ln = lane, nxt = -1
     lane_point(m, lane, s, &x, &y, &z, &h0)
     if target > L:
         if m.succ_off[lane + 1] - m.succ_off[lane] == 1:
             nxt = m.succ[m.succ_off[lane]]
+        elif via >= 0:
+            nxt = via
+        if nxt >= 0:
             target -= L
             if target > lane_length(m, nxt):
                 target = lane_length(m, nxt)
@@ -272,7 +276,7 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
                            const MapC* m, LaneGraphScratch* sc, const unsigned char* sl_state) noexcept nogil:
     cdef Py_ssize_t b = row
     cdef double dx, dy, v
-    cdef int k
+    cdef int k, via
     if L.agent_type >= 0:
         obs_put(o, b + L.agent_type, type_code(a.cls))
     if L.rel_goal_pos >= 0:
@@ -327,7 +331,13 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
     if L.yaw_rate >= 0:
         obs_put(o, b + L.yaw_rate, 0.0 if state_dropout else a.yaw_rate / L.n.yaw_rate_range)
     if L.road_curvature >= 0:
-        v = lane_curvature_ahead(m, a.lane, a.lane_arc, L.curvature_lookahead) if a.lane >= 0 else 0.0
+        v = 0.0
+        if a.lane >= 0:
+            via = -1
+            if (L.curvature_route and not a.goal_hidden and m.succ_off[a.lane + 1] - m.succ_off[a.lane] > 1
+                    and a.lane_arc + L.curvature_lookahead > lane_length(m, a.lane)):
+                via = route_successor(m, a, a.lane, L.lane_max_dist, L.z_gate, L.topology_cap, sc)
+            v = lane_curvature_ahead(m, a.lane, a.lane_arc, L.curvature_lookahead, via)
         obs_put(o, b + L.road_curvature, clamp_obs(v / L.n.curvature_range))
     if L.topology_goal_distance >= 0:
         v = 0.0 if a.goal_hidden else topology_goal_distance(m, L, a, sc) * L.n.goal_scale

@@ -134,6 +134,12 @@ class ObsConfig:
     road curvature among the optional ego features; lookahead and normaliser are ours)."""
     curvature_lookahead: float = 10.0
     """Arc length ahead over which ``road_curvature`` averages the lane's heading change (m) (ours)."""
+    road_curvature_route: bool = False
+    """With ``road_curvature``, where the lane ends within the lookahead in several successors (the
+    approach to an intersection), continue onto the one on the shortest lane-graph route to the goal
+    instead of stopping at the lane's end (ours, off by default; the goal hidden, off every lane or
+    out of ``topology_max_distance``: stop at the end as before). Appendix C's curvature is of the
+    local road; past a fork the road the car will drive is its route's."""
     topology_goal_distance: bool = False
     """Optional, off by default: the shortest forward driving distance to the goal along the lane graph
     (successor lanes and lane changes, from the current lane to the lane nearest the goal) x
