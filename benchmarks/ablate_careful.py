@@ -69,6 +69,9 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
   connectors, the mouth of a turning loop) the car's current lane is the one it drives along rather
   than the nearest centerline, which there can cross or oppose its travel and makes the lane-state
   features (and the stop line ahead) jump for a step.
+* ``route_curvature``: ``obs.road_curvature_route``: approaching a fork (the last metres before an
+  intersection), the curvature-ahead feature follows the branch on the goal's route instead of
+  stopping at the lane's end, so the turn a car must make reads before it starts.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -130,6 +133,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "weak_progress": {"rewards.goal_progress": {"vehicle": 0.05}},
     "more_epochs": {"train.n_epochs": 4},
     "lane_align": {"lane_align_angle": 0.5235987755982988},
+    "route_curvature": {"obs.road_curvature_route": True},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
