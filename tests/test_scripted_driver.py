@@ -1,6 +1,7 @@
 """benchmarks/scripted_driver.py: the hand-written reference driver reads the policy's observation the
 way its docstring says (brakes for its own red line, not for green; steers back toward the lane
-centre; follows the curvature ahead), and violation_context.Places names the kind of place."""
+centre; follows the curvature ahead), violation_context.Places names the kind of place, and
+lane_margins.py measures the room a car has in its lane."""
 
 from __future__ import annotations
 
@@ -108,3 +109,24 @@ def test_places_name_junctions_loops_bends_and_straights():
     assert places(205.0, 0.0) == "loop"
     assert places(7.0, 107.0) == "bend"
     assert places(50.0, -290.0) == "junction"
+
+
+def test_lane_margins_on_the_straight_road_match_a_hand_computation():
+    """straight_road: 3.5 m lanes, edges at y = +-3.5. A 4.6 x 1.9 car shifted 0.7 m toward the edge
+    reaches 1.75 + 0.7 + 0.95 = 3.4 m: on the road. Turned 10 degrees as well, its front corner reaches
+    1.75 + 0.5 + 0.95 cos 10 + 2.3 sin 10 = 3.59 m at a 0.5 m shift (off, on the curb side only: half
+    the poses) and 3.39 m at 0.3 m (on). The end loops stay inside the edges."""
+    from conftest import straight_road
+
+    from terrazero_env import engine as core
+    from terrazero_env.config import EngineConfig
+    from terrazero_env.maps import build
+
+    lm = _load("lane_margins")
+    e = core.Engine(EngineConfig(num_worlds=1), maps=build(straight_road()))
+    out = lm.margins(e.road_maps[0], 4.6, 1.9, 0.5)
+    road = out["road"]
+    assert out["road"]["lanes"] == 2 and out["loop"]["lanes"] == 2
+    assert road["offset 0.0 m, 0 deg"] == 0.0 and road["offset 0.7 m, 0 deg"] == 0.0
+    assert road["offset 0.3 m, 10 deg"] == 0.0
+    assert road["offset 0.5 m, 10 deg"] == pytest.approx(0.5, abs=0.02)
