@@ -1,6 +1,7 @@
 """What the observation and the car's jerk grid allow: a hand-written careful driver on the quick task.
 
-    python benchmarks/scripted_driver.py [--preset quick] [--episodes 200] [--set KEY=VALUE ...] [--json out.json]
+    python benchmarks/scripted_driver.py [--preset quick] [--episodes 200] [--set KEY=VALUE ...]
+                                         [--gain NAME=VALUE ...] [--json out.json]
 
 A feasibility reference for issue 20's rates (off-road, wrong-way, red-light, collision, comfort): a
 controller that reads only the trained policy's own observation (no engine state) and acts on the
@@ -138,8 +139,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (YAML value)")
+    ap.add_argument("--gain", action="append", default=[], metavar="NAME=VALUE",
+                    help="a ScriptedDriver parameter (cruise, lat_limit, omega, zeta, tau, brake, follow_gap, "
+                         "headway, stop_margin)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    gains = {}
+    allowed = {"cruise", "lat_limit", "omega", "zeta", "tau", "brake", "follow_gap", "headway", "stop_margin"}
+    for kv in args.gain:
+        key, _, val = kv.partition("=")
+        if key not in allowed:
+            ap.error(f"--gain: unknown parameter {key!r} (one of {sorted(allowed)})")
+        try:
+            gains[key] = float(val)
+        except ValueError:
+            ap.error(f"--gain {key}: a number, got {val!r}")
     overrides = {}
     for kv in args.set:
         key, _, val = kv.partition("=")
@@ -147,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cfg = load_config(args.preset, **overrides)
     probe = terrazero_env.envs.TerraZeroVectorEnv(cfg.with_overrides(num_worlds=1))
     try:
-        driver = ScriptedDriver(probe)
+        driver = ScriptedDriver(probe, **gains)
     finally:
         probe.close()
     res = evaluate(driver, cfg, episodes=args.episodes, seed=args.seed, deterministic=True)
@@ -161,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{row['label']:<28} {row['value']:8.3f}")
     score = float(np.mean(res["closed_loop"]["score"])) if "score" in res["closed_loop"] else math.nan
     print(f"{'closed-loop score':<28} {score:8.1f}")
-    out = {"preset": args.preset, "overrides": overrides, "episodes": args.episodes, "seed": args.seed,
+    out = {"preset": args.preset, "overrides": overrides, "gains": gains, "episodes": args.episodes, "seed": args.seed,
            "rows": rows, "score": score}
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=1, default=float), encoding="utf-8")
