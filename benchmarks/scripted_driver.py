@@ -1,7 +1,7 @@
 """What the observation and the car's jerk grid allow: a hand-written careful driver on the quick task.
 
     python benchmarks/scripted_driver.py [--preset quick] [--episodes 200] [--set KEY=VALUE ...]
-                                         [--gain NAME=VALUE ...] [--json out.json]
+                                         [--gain NAME=VALUE ...] [--places ROUNDS] [--json out.json]
 
 A feasibility reference for issue 20's rates (off-road, wrong-way, red-light, collision, comfort): a
 controller that reads only the trained policy's own observation (no engine state) and acts on the
@@ -22,6 +22,10 @@ The controller (all gains ours):
   profile behind the nearest partner in a band ahead; the acceleration it needs becomes a jerk the
   same way. The emergency jerk (-15 m/s^3, above table 8's comfort limit) is used only when the
   needed acceleration is far below the present one.
+
+``--places ROUNDS`` also replays the driver for that many rounds of 32 worlds through
+``violation_context.py`` and prints its off-road summary (where the car was, its heading and offset
+from the lane one step before).
 
 The observation must carry the optional ego features the quick preset turns on (``lane_state``,
 ``lateral_velocity``, ``road_curvature``, ``topology_goal_distance``, ``stop_line_ahead``).
@@ -130,7 +134,21 @@ class ScriptedDriver:
         return self.act(np.asarray(obs, np.float64)), None
 
 
-RATES = ("goal_reach", "collision", "offroad", "wrong_way", "red_light", "comfort")
+def _places(driver: ScriptedDriver, cfg: Any, rounds: int) -> str:
+    """``violation_context``'s off-road summary of the driver's replay (``rounds`` rounds of 32 worlds)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import violation_context as vc
+
+    venv = terrazero_env.envs.TerraZeroVectorEnv(cfg.with_overrides(num_worlds=32), autoreset_mode="Disabled")
+    try:
+        rec = vc.record(lambda o: driver.act(np.asarray(o, np.float64)), venv, rounds)
+        off = vc.offroad_events(rec, venv.engine.obs_layout, venv.slots_per_world,
+                                vc.Places(terrazero_env.maps.load_source(cfg.maps[0])))
+    finally:
+        venv.close()
+    return f"{len(off)}; " + (vc._offroad_summary(off) if off else "none")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -142,8 +160,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--gain", action="append", default=[], metavar="NAME=VALUE",
                     help="a ScriptedDriver parameter (cruise, lat_limit, omega, zeta, tau, brake, follow_gap, "
                          "headway, stop_margin)")
+    ap.add_argument("--places", type=int, default=0, metavar="ROUNDS",
+                    help="also summarize where the driver leaves the road over ROUNDS rounds of 32 worlds")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.places < 0:
+        ap.error("--places: a number of rounds, 0 or more")
     gains = {}
     allowed = {"cruise", "lat_limit", "omega", "zeta", "tau", "brake", "follow_gap", "headway", "stop_margin"}
     for kv in args.gain:
@@ -175,6 +197,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{row['label']:<28} {row['value']:8.3f}")
     score = float(np.mean(res["closed_loop"]["score"])) if "score" in res["closed_loop"] else math.nan
     print(f"{'closed-loop score':<28} {score:8.1f}")
+    if args.places:
+        out_places = _places(driver, cfg, args.places)
+        print(f"off-road events over {args.places} rounds of 32 worlds: {out_places}")
     out = {"preset": args.preset, "overrides": overrides, "gains": gains, "episodes": args.episodes, "seed": args.seed,
            "rows": rows, "score": score}
     if args.json is not None:
