@@ -1,17 +1,21 @@
 """What a trained car was doing when it ran a red light or left the road.
 
-    python benchmarks/violation_context.py RUN [--rounds 6] [--worlds 32] [--deterministic] [--maps MAP] [--json out.json]
+    python benchmarks/violation_context.py RUN [--rounds 6] [--worlds 32] [--deterministic] [--maps MAP]
+                                               [--episode-length STEPS] [--json out.json]
 
 Runs the checkpoint of ``RUN`` (a ``terrazero train`` folder or a checkpoint zip) on its own config (or
 on ``--maps``) for ``rounds`` rounds of ``worlds`` worlds (autoreset off, each round one 128-step
-episode per slot, world seeds ``1000 * round + world``) and prints one row per event:
+episode per slot, or ``--episode-length`` steps, world seeds ``1000 * round + world``) and prints one
+row per event:
 
 * **red light** (each crossing of a stop bar on red by a controlled car): when the car's stop line
   last turned from green, the car's speed and its distance to the line then (front bumper), and the
   constant deceleration it needed to stop before the line, ``v^2 / (2 d)``. A small figure says the
   car could have stopped comfortably and did not; ``never slowed`` says its speed never fell below
   the speed it had at that moment. Whether the line was already not green when the car was placed
-  (``at spawn``) is shown too.
+  (``at spawn``) is shown too, and how long the line stayed red after the crossing (``red_left``: the
+  seconds until it next showed green, NaN when the recording ended first; a longer
+  ``--episode-length`` follows more crossings to their green).
 * **off-road** (each car's first off-road step): its speed, and its heading residual (degrees, +
   left of the lane's direction) and lateral offset (m, + left) from its lane one step and ten steps
   before, from the ego observation's ``lane_state`` (the run must observe it), with the lane
@@ -92,12 +96,14 @@ def red_light_events(rec: list[dict[str, np.ndarray]], stop_line_points: np.ndar
         f0x, f0y = _front(a0)
         d0 = float(np.hypot(mid[s, 0] - f0x, mid[s, 1] - f0y))
         v0 = float(a0["speed"])
+        later = np.nonzero(S[t:, w, s] == GREEN)[0]
         rows.append({"round": rnd, "world": int(w), "agent": int(a), "step": t, "stop_line": s,
                      "seconds_since_green": (t - t0) * dt, "at_spawn": not green.size,
                      "speed_then": v0, "distance_then": d0,
                      "decel_needed": v0 * v0 / (2.0 * max(d0, 0.1)),
                      "speed_at_line": float(ag["speed"]),
-                     "never_slowed": bool(A[t0:t + 1, w, a]["speed"].min() >= v0 - 1e-9)})
+                     "never_slowed": bool(A[t0:t + 1, w, a]["speed"].min() >= v0 - 1e-9),
+                     "red_left": float(later[0]) * dt if later.size else float("nan")})
     return rows
 
 
@@ -184,11 +190,18 @@ def _table(rows: list[dict[str, Any]], keys: list[str]) -> str:
     return "\n".join([" ".join(keys)] + [" ".join(f(r[k]) for k in keys) for r in rows])
 
 
+def _nanmedian(v: list[float]) -> str:
+    a = np.asarray(v, float)
+    a = a[np.isfinite(a)]
+    return f"{np.median(a):.1f} ({a.size} of {len(v)} seen turning green)" if a.size else "unknown (none turned green)"
+
+
 def _red_light_summary(red: list[dict[str, Any]]) -> str:
     dec = np.array([r["decel_needed"] for r in red])
     return (f"median deceleration needed {np.median(dec):.2f} m/s^2, max {dec.max():.2f}; below 2 m/s^2: "
             f"{(dec < 2).mean():.0%}; never slowed: {np.mean([r['never_slowed'] for r in red]):.0%}; "
-            f"line not green at the car's spawn: {np.mean([r['at_spawn'] for r in red]):.0%}")
+            f"line not green at the car's spawn: {np.mean([r['at_spawn'] for r in red]):.0%}; "
+            f"red left at the crossing (s) median {_nanmedian([r['red_left'] for r in red])}")
 
 
 def _offroad_summary(off: list[dict[str, Any]]) -> str:
@@ -225,13 +238,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--deterministic", action="store_true", help="most likely actions (default: sampled)")
     ap.add_argument("--seed", type=int, default=0, help="torch seed of the sampled actions")
     ap.add_argument("--maps", nargs="+", default=None, help="a map other than the run's (one)")
+    ap.add_argument("--episode-length", type=int, default=None, metavar="STEPS",
+                    help="record this many steps per round instead of the config's episode length (a longer "
+                         "recording follows each red-light crossing to the next green)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.episode_length is not None and args.episode_length < 1:
+        ap.error("--episode-length must be positive")
     if args.rounds < 1 or args.worlds < 1:
         ap.error("--rounds and --worlds must be positive")
     path, cfg, _ = resolve_run(args.run)
     model = load_checkpoint(path)
-    cfg = cfg.with_overrides(num_worlds=args.worlds, **({"maps": args.maps} if args.maps else {}))
+    cfg = cfg.with_overrides(num_worlds=args.worlds, **({"maps": args.maps} if args.maps else {}),
+                             **({"episode_length": args.episode_length} if args.episode_length else {}))
     if len(cfg.maps) != 1:
         ap.error(f"one map per run, got {list(cfg.maps)}")
     venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
@@ -248,7 +267,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"{path}: {args.rounds} rounds x {args.worlds} worlds, {episodes} episodes, "
           f"{'deterministic' if args.deterministic else 'sampled'} actions")
     _report("red-light events", red, ["round", "world", "agent", "step", "seconds_since_green", "at_spawn",
-                                      "speed_then", "distance_then", "decel_needed", "speed_at_line", "never_slowed"],
+                                      "speed_then", "distance_then", "decel_needed", "speed_at_line", "never_slowed",
+                                      "red_left"],
             _red_light_summary)
     _report("off-road events (first per car)", off, ["round", "world", "agent", "step", "speed", "heading_residual_1",
                                                      "lateral_offset_1", "heading_residual_10", "lateral_offset_10",

@@ -84,3 +84,21 @@ def test_offroad_row_reads_lane_state_one_and_ten_steps_before():
     layout.groups["ego"].features = [("speed", 0, 1)]
     with pytest.raises(ValueError, match="lane_state"):
         vc.offroad_events(rec, layout, 1)
+
+
+def test_red_light_row_counts_the_red_left_until_the_next_green():
+    """The line is red from step 4 and green again at step 8; the car crosses at step 5: 0.3 s of red
+    were left. Without a later green in the recording the figure is NaN."""
+    T = 9
+    a = _agents(T, 1)
+    a["x"][:, 0, 0] = 10.0 + 0.5 * np.arange(T)
+    a["speed"][:, 0, 0] = 5.0
+    a["red_light"][5, 0, 0] = 1
+    line = np.array([[[14.0, -2.0, 0.0], [14.0, 2.0, 0.0]]])
+    states = np.array([2, 2, 1, 1, 0, 0, 0, 0, 2], np.uint8)[:, None, None]
+    rec = [{"agents": a, "stop_lines": states, "placed": np.ones((1, 1), bool)}]
+    (row,) = vc.red_light_events(rec, line, 0.1)
+    assert row["red_left"] == pytest.approx(0.3)
+    rec[0]["stop_lines"] = np.zeros_like(states)
+    (row,) = vc.red_light_events(rec, line, 0.1)
+    assert np.isnan(row["red_left"])
