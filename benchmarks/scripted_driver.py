@@ -67,6 +67,7 @@ class ScriptedDriver:
         self.partners = (part.start, part.count, part.width, {name: off for name, off, _ in part.features})
         cfg = venv.config
         self.goal_scale, self.speed_scale = float(cfg.obs.goal_scale), float(cfg.obs.speed_scale)
+        self.n = dict(layout.normalisers)  # the observation's fixed scales (tables 9-12)
         grid = np.asarray(e.action_values(0), float)  # the car's (long, lat) grid, row-major
         self.jl, self.jt = np.unique(grid[:, 0]), np.unique(grid[:, 1])
         self.dt = float(cfg.dt)
@@ -84,24 +85,26 @@ class ScriptedDriver:
         mild = int(np.nonzero(grid < 0)[0].max()) if (grid < 0).sum() > 1 else lo
         return np.where((idx == lo) & (jerk > 0.6 * grid[lo]), mild, idx)
 
-    def _lead_speed_cap(self, obs: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _lead_speed_cap(self, obs: np.ndarray) -> np.ndarray:
         start, count, width, f = self.partners
         p = obs[:, start:start + count * width].reshape(len(obs), count, width)
-        x, y = p[..., f["rel_pos"]] / 0.02, p[..., f["rel_pos"] + 1] / 0.02
+        x, y = (p[..., f["rel_pos"] + i] / self.n["position_scale"] for i in (0, 1))
         present = np.abs(p[..., f["vehicle_dims"]:f["vehicle_dims"] + 2]).sum(-1) > 0
-        length = p[..., f["vehicle_dims"] + 1] * 30.0
+        length = p[..., f["vehicle_dims"] + 1] * self.n["length_range"]
         ahead = present & (x > 0) & (np.abs(y) < 2.2)
         gap = np.where(ahead, x - 0.5 * length - 2.6, np.inf).min(1)  # own half length ~2.6 m
         cap = np.sqrt(np.maximum(2.0 * self.brake * np.maximum(gap - self.follow_gap * 0.5, 0.0), 0.0))
-        return np.minimum(cap, np.maximum(gap - 2.0, 0.0) / self.headway + 0.0 * v)
+        return np.minimum(cap, np.maximum(gap - 2.0, 0.0) / self.headway)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         c = self.col
         v = obs[:, c["speed"]] / self.speed_scale
-        a_long, a_lat = obs[:, c["acceleration"]] * 5.0, obs[:, c["acceleration"] + 1] * 4.0
-        y = obs[:, c["lane_state"] + 1] * 2.5
-        dy = obs[:, c["lateral_velocity"]] * 5.0
-        k = obs[:, c["road_curvature"]] * 0.1
+        n = self.n
+        a_long = obs[:, c["acceleration"]] * n["accel_long_range"]
+        a_lat = obs[:, c["acceleration"] + 1] * n["accel_lat_range"]
+        y = obs[:, c["lane_state"] + 1] * n["lane_lateral_range"]
+        dy = obs[:, c["lateral_velocity"]] * n["lateral_velocity_range"]
+        k = obs[:, c["road_curvature"]] * n["curvature_range"]
         w, z = self.omega, self.zeta
         a_lat_des = np.clip(v * v * k - w * w * y - 2.0 * z * w * dy, -3.5, 3.5)
         j_lat = (a_lat_des - a_lat) / self.tau
@@ -110,8 +113,8 @@ class ScriptedDriver:
         v_des = np.full(len(obs), self.cruise)
         v_des = np.minimum(v_des, np.sqrt(self.lat_limit / np.maximum(np.abs(k), 1e-3)))
         sl = c["stop_line_ahead"]
-        half = 0.5 * obs[:, c["vehicle_dims"] + 1] * 30.0  # the line is passed when the front crosses it
-        d_line = obs[:, sl] / 0.02 - half - self.stop_margin
+        half = 0.5 * obs[:, c["vehicle_dims"] + 1] * n["length_range"]  # the line is passed when the front crosses it
+        d_line = obs[:, sl] / n["position_scale"] - half - self.stop_margin
         stop = (obs[:, sl + 1] > 0.5) | (obs[:, sl + 2] > 0.5)  # red or yellow
         yellow_go = (obs[:, sl + 2] > 0.5) & (v * v > 2.0 * 3.0 * np.maximum(d_line, 0.0))  # too close to stop
         line_cap = np.sqrt(2.0 * self.brake * np.maximum(d_line, 0.0))
@@ -120,7 +123,7 @@ class ScriptedDriver:
         gx, gy = (obs[:, c["rel_goal_pos"] + i] / self.goal_scale for i in (0, 1))
         d_goal = np.minimum(d_goal, np.hypot(gx, gy) + 5.0)
         v_des = np.minimum(v_des, np.sqrt(2.0 ** 2 + 2.0 * 1.2 * np.maximum(d_goal - 1.0, 0.0)))
-        v_des = np.minimum(v_des, self._lead_speed_cap(obs, v))
+        v_des = np.minimum(v_des, self._lead_speed_cap(obs))
         a_des = np.clip((v_des - v) / 1.0, -4.0, 2.0)
         # the deceleration that stops the front at the line, asked for a little early (jerk takes time)
         must = stop & ~yellow_go & (d_line > -self.stop_margin)
