@@ -72,6 +72,9 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
 * ``route_curvature``: ``obs.road_curvature_route``: approaching a fork (the last metres before an
   intersection), the curvature-ahead feature follows the branch on the goal's route instead of
   stopping at the lane's end, so the turn a car must make reads before it starts.
+* ``curvature_20m``: the curvature ahead averaged over 20 m instead of 10 m (``obs.curvature_lookahead``):
+  two seconds more warning of a bend at 5 m/s, for a lateral jerk that needs about a second to build
+  a turn's lateral acceleration.
 * ``wrong_way``: a wrong-way penalty of 0.5-2 per second against the lane's direction
   (``rewards.wrong_way``; section 3.3 penalizes reversed travel, the weight is ours).
 
@@ -134,6 +137,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "more_epochs": {"train.n_epochs": 4},
     "lane_align": {"lane_align_angle": 0.5235987755982988},
     "route_curvature": {"obs.road_curvature_route": True},
+    "curvature_20m": {"obs.curvature_lookahead": 20.0},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),
