@@ -79,7 +79,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     if min(args.length, args.width, args.step) <= 0:
         ap.error("--length, --width and --step must be positive")
-    engine = core.Engine(load_config("quick").with_overrides(num_worlds=1, maps=[args.map]))
+    try:
+        engine = core.Engine(load_config("quick").with_overrides(num_worlds=1, maps=[args.map]))
+    except (ValueError, FileNotFoundError) as e:
+        ap.error(str(e))
     out = margins(engine.road_maps[0], args.length, args.width, args.step)
     keys = [k for k in next(iter(out.values())) if k != "lanes"]
     print(f"{args.map}: a {args.length} x {args.width} m car; share of lane poses off the road")

@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     if args.places < 0:
         ap.error("--places: a number of rounds, 0 or more")
+    if args.episodes < 1:
+        ap.error("--episodes must be positive")
     gains = {}
     allowed = {"cruise", "lat_limit", "omega", "zeta", "tau", "brake", "follow_gap", "headway", "stop_margin"}
     for kv in args.gain:
@@ -183,7 +185,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for kv in args.set:
         key, _, val = kv.partition("=")
         overrides[key] = yaml.safe_load(val)
-    cfg = load_config(args.preset, **overrides)
+    try:
+        cfg = load_config(args.preset, **overrides)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        ap.error(str(e))
     probe = terrazero_env.envs.TerraZeroVectorEnv(cfg.with_overrides(num_worlds=1))
     try:
         driver = ScriptedDriver(probe, **gains)
