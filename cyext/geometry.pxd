@@ -6,7 +6,7 @@ boxes given by centre (cx, cy), heading (radians, counter-clockwise from +x), fu
 heading) and full width.
 """
 
-from libc.math cimport cos, sin, fabs, sqrt
+from libc.math cimport cos, sin, fabs, sqrt, fmod
 
 
 cdef inline double dot2(double ax, double ay, double bx, double by) noexcept nogil:
@@ -128,8 +128,12 @@ cdef inline bint point_in_polygon(double px, double py, const double[:, ::1] pts
 
 
 cdef inline double wrap_angle(double a) noexcept nogil:
-    """Wrap to (-pi, pi]."""
+    """Wrap to (-pi, pi]. Beyond two turns either way ``fmod`` takes the whole turns off first, so an
+    angle of any finite size wraps in a few steps (the loops alone would take ``a / 2 pi`` steps: a
+    scripted heading of 1e16 rad hung the engine)."""
     cdef double two_pi = 6.283185307179586
+    if a > 12.566370614359172 or a < -12.566370614359172:
+        a = fmod(a, two_pi)
     while a > 3.141592653589793:
         a -= two_pi
     while a <= -3.141592653589793:

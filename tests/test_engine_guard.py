@@ -256,3 +256,31 @@ def test_max_reset_tries_is_bounded(tries, error, message):
     for cls in (DriveEnv, ParallelDriveEnv):
         with pytest.raises(error, match=message):
             cls(max_reset_tries=tries)
+
+
+_HUGE_HEADING = """
+import sys
+import numpy as np
+from terrazero_env import load_config
+from terrazero_env.engine import Engine
+e = Engine(load_config("quick", num_worlds=1, max_agents_per_world=8, slots_per_world=4))
+e.reset()
+e.set_scene(0, [{"cls": 0, "x": 30.29, "y": 0.0, "heading": float(sys.argv[1])}])
+for _ in range(3):
+    e.step()
+h = float(e.agents[0, 0]["heading"])
+print(repr(h))
+"""
+
+
+@pytest.mark.parametrize("heading", ["3.1397834732133304e+16", "-1e300", "7.0"])
+def test_a_scripted_heading_of_any_finite_size_is_stepped_not_hung(heading):
+    """A finite heading is accepted by ``set_scene``; before ``wrap_angle`` took whole turns off with
+    ``fmod``, 3e16 rad (a fuzzing find) made its loops run for days. Run in a child process with a
+    timeout, so that a regression fails instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _HUGE_HEADING, heading], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert np.isfinite(float(out.stdout.strip()))
