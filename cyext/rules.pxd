@@ -114,7 +114,7 @@ cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_g
     ``align_cos``) and has the agent within half its lane's width is taken instead, if there is one.
     An agent outside every such lane keeps the plain nearest (a car over the centre line reads the
     opposing lane, so wrong-way driving still counts). ``align_cos`` of -1 or below (an angle of pi): the plain nearest."""
-    cdef double d2, t, dx, dy, L, d2b, tb
+    cdef double d2, t, dx, dy, L, d2b, tb, hx, hy
     cdef Py_ssize_t s = seggrid_nearest(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, &d2, &t)
     cdef Py_ssize_t sb
     cdef const double* q
@@ -123,12 +123,15 @@ cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_g
         a.lane_heading_res = 0.0
         a.lane_lat = 0.0
         return
-    if align_cos > -1.0 and not heads_along(m.lanes.seg + 6 * s, cos(a.heading), sin(a.heading), align_cos):
-        sb = seggrid_nearest_where(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, cos(a.heading), sin(a.heading),
-                                   align_cos, m.lane_width, &d2b, &tb)
-        if sb >= 0:
-            s = sb
-            t = tb
+    if align_cos > -1.0:
+        hx = cos(a.heading)
+        hy = sin(a.heading)
+        if not heads_along(m.lanes.seg + 6 * s, hx, hy, align_cos):
+            sb = seggrid_nearest_where(&m.lanes, a.x, a.y, a.z, max_dist, z_gate, hx, hy, align_cos, m.lane_width,
+                                       &d2b, &tb)
+            if sb >= 0:
+                s = sb
+                t = tb
     q = m.lanes.seg + 6 * s
     dx = q[3] - q[0]
     dy = q[4] - q[1]
