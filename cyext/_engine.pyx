@@ -18,7 +18,7 @@ world_step, engine_state). Python never loops over agents on the step path.
 
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport atan2, sqrt, floor, fabs, cos, sin, INFINITY
+from libc.math cimport atan2, atan, tan, sqrt, floor, fabs, cos, sin, INFINITY
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, memcpy
 from libc.stdint cimport uint16_t
@@ -38,6 +38,8 @@ from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners
                      float_to_half)
 from rewards cimport StepEvents, RewardForm, step_reward, goal_progress, route_progress, GOAL_PROGRESS_ROUTE, PROGRESS_POTENTIAL
 from scene cimport lane_length, lane_point, sample_goal
+from geometry cimport wrap_angle
+from observe cimport lane_curvature_ahead
 from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch, goal_route_distance
 from signals cimport SigParams, SigState, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
@@ -180,6 +182,62 @@ def comfort_violations_batch(accel_long, accel_lat, jerk_long, jerk_lat, limits)
             a.a_long, a.a_lat, a.j_long, a.j_lat = c[i, 0], c[i, 1], c[i, 2], c[i, 3]
             o[i] = comfort_violations(&a, cp)
     return out.reshape(shape)
+
+
+#: Columns of ``dynamics_step_batch``'s state, in order.
+DYNAMICS_STATE = ("x", "y", "heading", "speed", "steer", "a_long", "a_lat", "yaw_rate", "v_lat",
+                  "length", "wheelbase", "c_throttle", "c_steer", "c_acc", "c_vel")
+
+
+def dynamics_step_batch(state, u_long, u_lat, class_params, int model, double dt=0.1):
+    """One ``dt`` step of a class's dynamics (``dynamics.step_dynamics``, the engine's own step) for
+    N agents: ``state`` float64 ``[N, 15]`` with the columns ``DYNAMICS_STATE`` (metres, radians, m/s,
+    m/s^2, rad/s; the four kinematic coefficients last), ``u_long`` and ``u_lat`` the two action values
+    (``[N]``, the class grid's values before the coefficients), ``class_params`` one row of the
+    engine's class table (``EngineConfig.tables()["class_params"][cls]``, ``CLASS_PARAMS`` order) and
+    ``model`` a ``DynamicsModel``. Returns the new state, float64 ``[N, 15]`` (the same columns), and the
+    realised jerks ``[N, 2]`` (longitudinal, lateral)."""
+    st = np.ascontiguousarray(state, dtype=np.float64)
+    if st.ndim != 2 or st.shape[1] != len(DYNAMICS_STATE):
+        raise ValueError(f"state must be [N, {len(DYNAMICS_STATE)}] ({', '.join(DYNAMICS_STATE)}), "
+                         f"got shape {st.shape}")
+    cdef Py_ssize_t n = st.shape[0], i
+    ul = np.ascontiguousarray(np.broadcast_to(np.asarray(u_long, np.float64), (n,)))
+    ua = np.ascontiguousarray(np.broadcast_to(np.asarray(u_lat, np.float64), (n,)))
+    row = np.ascontiguousarray(class_params, dtype=np.float64)
+    if row.shape != (N_CP,):
+        raise ValueError(f"class_params must be one class's {N_CP} parameters, got shape {row.shape}")
+    if not 0 <= model <= DYN_BICYCLE_TIRE:
+        raise ValueError(f"model must be a DynamicsModel (0..{DYN_BICYCLE_TIRE}), got {model}")
+    if not (dt > 0 and np.isfinite(dt)):
+        raise ValueError(f"dt must be a positive number of seconds, got {dt}")
+    if not (np.isfinite(st).all() and np.isfinite(ul).all() and np.isfinite(ua).all()):
+        raise ValueError("state, u_long and u_lat must be finite")
+    if n and (st[:, 9].min() <= 0 or st[:, 10].min() <= 0):
+        raise ValueError("length and wheelbase must be positive metres")
+    out = st.copy()
+    jerks = np.empty((n, 2), np.float64)
+    cdef double[:, ::1] o = out
+    cdef double[:, ::1] jk = jerks
+    cdef const double[::1] l = ul
+    cdef const double[::1] t = ua
+    cdef double cp[N_CP]
+    cdef Agent a
+    for i in range(N_CP):
+        cp[i] = row[i]
+    with nogil:
+        memset(&a, 0, sizeof(Agent))
+        for i in range(n):
+            a.x, a.y, a.heading, a.speed, a.steer = o[i, 0], o[i, 1], o[i, 2], o[i, 3], o[i, 4]
+            a.a_long, a.a_lat, a.yaw_rate, a.v_lat = o[i, 5], o[i, 6], o[i, 7], o[i, 8]
+            a.length, a.wheelbase = o[i, 9], o[i, 10]
+            a.kin[KIN_THROTTLE], a.kin[KIN_STEER], a.kin[KIN_ACC], a.kin[KIN_VEL] = o[i, 11], o[i, 12], o[i, 13], o[i, 14]
+            a.cos_h, a.sin_h = cos(a.heading), sin(a.heading)
+            step_dynamics(&a, cp, model, l[i], t[i], dt)
+            o[i, 0], o[i, 1], o[i, 2], o[i, 3], o[i, 4] = a.x, a.y, a.heading, a.speed, a.steer
+            o[i, 5], o[i, 6], o[i, 7], o[i, 8] = a.a_long, a.a_lat, a.yaw_rate, a.v_lat
+            jk[i, 0], jk[i, 1] = a.j_long, a.j_lat
+    return out, jerks
 
 
 def wrong_way_batch(heading_residual, speed, on_lane, in_intersection, double max_angle):

@@ -206,7 +206,8 @@ cdef enum:
     CP_CORNERING = 18
     CP_MASS = 19
     CP_WEIGHT = 20
-    N_CP = 21
+    CP_STEERRATE = 21  # steering-rate limit (rad/s); negative: the angle follows the command at once
+    N_CP = 22
 
 # Observation road types (table 11).
 cdef enum:

@@ -9,12 +9,21 @@ the observation.
 
 The kinematic bicycle is referenced so that the agent's position turns on a circle of radius
 ``wheelbase / tan(steer)``; poses advance along exact arcs of the step's mean speed and yaw rate.
+
+With a class's steering-rate limit (``CP_STEERRATE`` >= 0, ``ClassSpec.max_steer_rate``) the steering
+angle is state, as in PufferDrive's jerk model (``pufferlib/ocean/drive``): each step it moves toward
+the angle the action asks for by at most ``rate * dt``, the realised lateral acceleration follows
+from the limited angle (v^2 tan(delta) / L), and a speed (or, in the jerk model, an acceleration) that
+a step would carry across zero stops at exactly zero. So a car that brakes in a turn without new
+lateral jerk keeps the turn's radius, a slow car does not swing its wheels by tens of degrees in a
+step, and driving straight and stopping are exact. A negative limit keeps the earlier models, where
+the angle follows the command at once.
 """
 
 from libc.math cimport cos, sin, tan, atan, atan2, fabs, sqrt
 from common cimport (Agent, DYN_UNICYCLE, DYN_BICYCLE_ACCEL, DYN_BICYCLE_JERK, DYN_BICYCLE_TIRE,
                      KIN_THROTTLE, KIN_STEER, KIN_ACC, KIN_VEL, CP_VMAX, CP_VREV, CP_AMAX, CP_DMAX,
-                     CP_ALATMAX, CP_STEERMAX, CP_CORNERING, CP_MASS)
+                     CP_ALATMAX, CP_STEERMAX, CP_CORNERING, CP_MASS, CP_STEERRATE)
 from geometry cimport wrap_angle
 
 
@@ -24,6 +33,34 @@ cdef inline double clip(double v, double lo, double hi) noexcept nogil:
 
 cdef inline double _clip_speed(Agent* a, const double* cp, double v) noexcept nogil:
     return clip(v, -cp[CP_VREV], cp[CP_VMAX] * a.kin[KIN_VEL])
+
+
+cdef inline double _toward(double current, double target, double max_step) noexcept nogil:
+    """``target``, or ``current`` moved toward it by ``max_step`` when it lies further away."""
+    if target > current + max_step:
+        return current + max_step
+    if target < current - max_step:
+        return current - max_step
+    return target
+
+
+cdef inline double _steer_toward(Agent* a, const double* cp, double target, double dt) noexcept nogil:
+    """The steering angle after one step toward ``target`` (clipped to the class's steering range),
+    moving at most ``CP_STEERRATE * dt``; a negative rate reaches the target at once."""
+    cdef double t = clip(target, -cp[CP_STEERMAX], cp[CP_STEERMAX])
+    if cp[CP_STEERRATE] < 0:
+        return t
+    return _toward(a.steer, t, cp[CP_STEERRATE] * dt)
+
+
+cdef inline double _speed_after(Agent* a, const double* cp, double v0, double accel, double dt) noexcept nogil:
+    """Speed after ``dt`` at ``accel``, clipped to the class's range; with a steering-rate limit a
+    speed that would change sign in the step stops at zero (a brake stops the car, it does not
+    reverse it; reversing starts from a standstill)."""
+    cdef double v1 = _clip_speed(a, cp, v0 + accel * dt)
+    if cp[CP_STEERRATE] >= 0 and v0 * v1 < 0:
+        return 0.0
+    return v1
 
 
 cdef inline void _advance_pose(Agent* a, double v_mid, double yaw_rate, double dt) noexcept nogil:
@@ -71,17 +108,17 @@ cdef inline void step_unicycle(Agent* a, const double* cp, double accel, double 
 
 
 cdef inline void step_bicycle_accel(Agent* a, const double* cp, double accel, double steer, double dt) noexcept nogil:
-    """Cyclists: kinematic bicycle actuated by acceleration and steering angle."""
+    """Cyclists: kinematic bicycle actuated by acceleration and a target steering angle."""
     cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
     cdef double v0 = a.speed
-    cdef double v1 = _clip_speed(a, cp, v0 + clip(accel * a.kin[KIN_THROTTLE], -dmax, amax) * dt)
-    _bicycle_pose(a, cp, v0, v1, steer * a.kin[KIN_STEER], dt)
+    cdef double v1 = _speed_after(a, cp, v0, clip(accel * a.kin[KIN_THROTTLE], -dmax, amax), dt)
+    _bicycle_pose(a, cp, v0, v1, _steer_toward(a, cp, steer * a.kin[KIN_STEER], dt), dt)
 
 
-cdef inline void step_bicycle_jerk(Agent* a, const double* cp, double j_long, double j_lat, double dt) noexcept nogil:
-    """Cars and buses: jerk-actuated kinematic bicycle. Jerk integrates into the commanded
-    longitudinal and lateral accelerations (jerk-limited, hence smooth); the lateral acceleration
-    sets the path curvature a_lat / v^2 and so the steering angle."""
+cdef inline void _step_bicycle_jerk_direct(Agent* a, const double* cp, double j_long, double j_lat,
+                                           double dt) noexcept nogil:
+    """The jerk model without a steering-rate limit: lateral acceleration is the state, and the
+    steering angle is recomputed from it every step as atan(a_lat * L / v^2)."""
     cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
     cdef double a_cmd = clip(a.a_long + j_long * a.kin[KIN_THROTTLE] * dt, -dmax, amax)
     cdef double alat_cmd = clip(a.a_lat + j_lat * a.kin[KIN_STEER] * dt, -cp[CP_ALATMAX], cp[CP_ALATMAX])
@@ -94,14 +131,57 @@ cdef inline void step_bicycle_jerk(Agent* a, const double* cp, double j_long, do
     _bicycle_pose(a, cp, v0, v1, steer, dt)
 
 
+cdef inline void step_bicycle_jerk(Agent* a, const double* cp, double j_long, double j_lat, double dt) noexcept nogil:
+    """Cars and buses: jerk-actuated kinematic bicycle. The longitudinal jerk integrates into the
+    acceleration; the lateral jerk changes the lateral acceleration the wheels give at the step's
+    starting speed (v0^2 tan(delta) / L), and the wheels turn toward the angle that gives the new
+    value, at no more than the class's steering rate. Zero lateral jerk therefore holds the steering
+    angle, and with it the turn's radius, whatever the speed does. An acceleration, lateral
+    acceleration or speed that a step would carry across zero stops at zero, and a car stopped so
+    keeps no acceleration (a zero jerk then holds it still). At a standstill a lateral
+    jerk turns the wheels toward full lock in its direction (the angle any finite lateral
+    acceleration asks for as v -> 0)."""
+    if cp[CP_STEERRATE] < 0:
+        _step_bicycle_jerk_direct(a, cp, j_long, j_lat, dt)
+        return
+    cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
+    cdef double a_cmd = clip(a.a_long + j_long * a.kin[KIN_THROTTLE] * dt, -dmax, amax)
+    if a_cmd * a.a_long < 0:
+        a_cmd = 0.0
+    cdef double v0 = a.speed, v2 = v0 * v0
+    cdef double alat0 = v2 * tan(a.steer) / a.wheelbase
+    cdef double dlat = j_lat * a.kin[KIN_STEER] * dt
+    cdef double alat_cmd = clip(alat0 + dlat, -cp[CP_ALATMAX], cp[CP_ALATMAX])
+    if alat_cmd * alat0 < 0:
+        alat_cmd = 0.0
+    cdef double target
+    if v2 > 1e-6:
+        target = atan(alat_cmd * a.wheelbase / v2)
+    elif dlat > 0:
+        target = cp[CP_STEERMAX]
+    elif dlat < 0:
+        target = -cp[CP_STEERMAX]
+    else:
+        target = a.steer
+    cdef double v1 = _speed_after(a, cp, v0, a_cmd, dt)
+    _bicycle_pose(a, cp, v0, v1, _steer_toward(a, cp, target, dt), dt)
+    if v1 == 0.0 and v0 != 0.0:
+        # Stopped by the snap: the car stands with no acceleration left to integrate, so a zero
+        # jerk holds it still (without this it would start to reverse on the next step).
+        a.a_long = 0.0
+
+
 cdef inline void step_bicycle_tire(Agent* a, const double* cp, double accel, double steer, double dt) noexcept nogil:
-    """Trucks: dynamic bicycle with linear tire cornering forces, so the body slips laterally at
-    speed. Below 2 m/s the slip model is singular and the kinematic bicycle takes over."""
+    """Trucks: dynamic bicycle with linear tire cornering forces, actuated by acceleration and a
+    target steering angle, so the body slips laterally at speed. Below 2 m/s forward, and in reverse,
+    the slip model is singular (or, backward, undefined) and the kinematic bicycle takes over."""
     cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
     cdef double v0 = a.speed
-    cdef double v1 = _clip_speed(a, cp, v0 + clip(accel * a.kin[KIN_THROTTLE], -dmax, amax) * dt)
-    cdef double delta = clip(steer * a.kin[KIN_STEER], -cp[CP_STEERMAX], cp[CP_STEERMAX])
-    if fabs(v1) < 2.0:
+    cdef double v1 = _speed_after(a, cp, v0, clip(accel * a.kin[KIN_THROTTLE], -dmax, amax), dt)
+    cdef double delta = _steer_toward(a, cp, steer * a.kin[KIN_STEER], dt)
+    # Slow, or reversing: atan2 of a backward vx reads as a slip of pi. The rate-free model kept its
+    # earlier test on |v1| (reversing at the 2 m/s limit took the slip model) so old runs reproduce.
+    if (v1 < 2.0) if cp[CP_STEERRATE] >= 0 else (fabs(v1) < 2.0):
         _bicycle_pose(a, cp, v0, v1, delta, dt)
         return
     cdef double lf = 0.5 * a.wheelbase, lr = 0.5 * a.wheelbase

@@ -580,7 +580,8 @@ cdef class Engine:
         """Replace world ``world``'s scene with the given agents (for tests and scripted scenarios).
 
         ``agents``: a list of dicts with keys ``cls`` (AgentType), ``x``, ``y``, ``heading`` and
-        optionally ``z``, ``speed``, ``length``, ``width``, ``height``, ``controlled`` (default True
+        optionally ``z``, ``speed``, ``steer`` (steering angle, rad, within the class's range; 0),
+        ``length``, ``width``, ``height``, ``controlled`` (default True
         for classes the config controls), ``idm`` (a rule-based IDM vehicle; ``idm_mode`` 0 default,
         1 assertive, 2 cautious; ``planner`` True makes it planner-driven, planner.pxd), ``kind`` (a static
         actor's ``StaticKind``), ``goal`` ((x, y)), ``goal_hidden``,

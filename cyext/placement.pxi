@@ -22,10 +22,14 @@ cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
         a.z = float(spec.get("z", 0.0))
         a.cos_h, a.sin_h = np.cos(a.heading), np.sin(a.heading)
         a.speed = float(spec.get("speed", 0.0))
+        a.steer = float(spec.get("steer", 0.0))
         a.length = float(spec.get("length", a.length))
         a.width = float(spec.get("width", a.width))
         a.height = float(spec.get("height", a.height))
         a.wheelbase = a.length * e.cp[c * N_CP + CP_WHEELBASE]
+        if a.steer != 0.0:  # the yaw rate and lateral acceleration the given angle gives at its speed
+            a.yaw_rate = a.speed * tan(a.steer) / a.wheelbase
+            a.a_lat = a.speed * a.yaw_rate
         if "kin" in spec:
             for k in range(4):
                 a.kin[k] = float(spec["kin"][k])
@@ -194,6 +198,46 @@ cdef bint _place_on_lane(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
     a.heading += rng_range(rng, -0.05, 0.05)
     return True
 
+cdef void _settle_steering(Engine e, Agent* a, double kappa) noexcept nogil:
+    """A controlled bicycle-model agent placed on a path of curvature ``kappa`` (1/m, + left) starts
+    with the steering angle that path needs (atan(kappa * L), within the class's steering range) and
+    the yaw rate and lateral acceleration that angle gives at its speed, so the first steps of a car
+    placed inside a curve follow the curve instead of unwinding from straight wheels. Only for
+    classes with a steering-rate limit (``ClassSpec.max_steer_rate``); without one the angle is not
+    state and the agent starts with none, as before."""
+    cdef const double* cp = &e.cp[a.cls * N_CP]
+    if cp[CP_STEERRATE] < 0 or a.dyn == DYN_UNICYCLE or a.wheelbase <= 0:
+        return
+    a.steer = atan(kappa * a.wheelbase)
+    if a.steer > cp[CP_STEERMAX]:
+        a.steer = cp[CP_STEERMAX]
+    elif a.steer < -cp[CP_STEERMAX]:
+        a.steer = -cp[CP_STEERMAX]
+    a.yaw_rate = a.speed * tan(a.steer) / a.wheelbase
+    a.a_lat = a.speed * a.yaw_rate
+
+cdef double _lane_curvature_at(const MapC* m, Py_ssize_t lane, double s) noexcept nogil:
+    """Mean curvature (1/m) of ``lane`` over the 4 m around arc length ``s`` (onto an only successor)."""
+    cdef double s0 = s - 2.0
+    if s0 < 0:
+        s0 = 0
+    return lane_curvature_ahead(m, <int>lane, s0, 4.0, -1)
+
+cdef double _track_curvature(const MapC* m, Py_ssize_t j) noexcept nogil:
+    """Curvature (1/m) of logged track ``j`` between its first two steps: heading change over the
+    distance travelled; 0 when the second step is invalid or the agent barely moves."""
+    cdef Py_ssize_t T = m.track_steps
+    cdef const double* s0 = &m.track_state[(j * T) * 6]
+    cdef const double* s1
+    cdef double ds
+    if T < 2 or not m.track_valid[j * T + 1]:
+        return 0.0
+    s1 = &m.track_state[(j * T + 1) * 6]
+    ds = sqrt((s1[0] - s0[0]) ** 2 + (s1[1] - s0[1]) ** 2)
+    if ds < 0.05:
+        return 0.0
+    return wrap_angle(s1[3] - s0[3]) / ds
+
 cdef bint _place_on_sidewalk(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
     cdef const MapC* m = e.wmap[w]
     cdef Rng* rng = &e.rngs[w]
@@ -292,6 +336,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
                 if not _assign_goal(e, w, a):
                     continue
                 a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
+                _settle_steering(e, a, _lane_curvature_at(m, a.lane, a.lane_s))
                 a.slot = slots
                 a.goal_hidden = 1 if rng_uniform(rng) < e.goal_dropout[c] else 0
                 slots += 1
@@ -351,6 +396,7 @@ cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
             a.role = ROLE_CONTROLLED
             a.slot = slots
             a.goal_hidden = 1 if rng_uniform(&e.rngs[w]) < e.goal_dropout[c] else 0
+            _settle_steering(e, a, _track_curvature(m, j))
             slots += 1
         elif role == LOGROLE_IDM and c <= CLS_BUS:
             _become_idm(e, w, a, idm_draw_mode(&e.rngs[w], &e.idmp), True)

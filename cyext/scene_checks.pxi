@@ -10,7 +10,7 @@ import os as _os
 from collections.abc import Mapping as _Mapping
 
 # Keys a scene spec may hold (documented in Engine.set_scene).
-SCENE_KEYS = ("cls", "x", "y", "heading", "z", "speed", "length", "width", "height", "controlled", "idm",
+SCENE_KEYS = ("cls", "x", "y", "heading", "z", "speed", "steer", "length", "width", "height", "controlled", "idm",
               "idm_mode", "planner", "goal", "goal_hidden", "kin", "rw")
 _SCENE_REQUIRED = ("cls", "x", "y", "heading")
 N_IDM_MODES = 3       # IDM_MODE 0 default, 1 assertive, 2 cautious (roadusers.pxd)
@@ -137,9 +137,12 @@ cdef list _checked_scene(Engine e, int world, agents):
             if key not in spec:
                 raise ValueError(f"agents[{i}].{key} is required")
         s = {"cls": _index(spec, i, "cls", N_CLASSES, "agent type")}
-        for key in ("x", "y", "heading", "z", "speed"):
+        for key in ("x", "y", "heading", "z", "speed", "steer"):
             if key in spec:
                 s[key] = _finite(spec, i, key)
+        if "steer" in spec and abs(s["steer"]) > e.cp[s["cls"] * N_CP + CP_STEERMAX]:
+            raise ValueError(f"agents[{i}].steer must lie within the class's steering range "
+                             f"+-{e.cp[s['cls'] * N_CP + CP_STEERMAX]} rad, got {spec['steer']!r}")
         for key in ("length", "width", "height"):
             if key in spec:
                 s[key] = _finite(spec, i, key, True)

@@ -47,7 +47,7 @@ CLASS_PARAM_COLUMNS: tuple[str, ...] = (
     "dynamics", "length_lo", "length_hi", "width_lo", "width_hi", "height_lo", "height_hi", "max_speed",
     "max_reverse_speed", "max_accel", "max_decel", "max_lat_accel", "max_steer", "wheelbase_ratio",
     "comfort_accel_long", "comfort_accel_lat", "comfort_jerk_long", "comfort_jerk_lat", "cornering_stiffness",
-    "mass", "class_weight",
+    "mass", "class_weight", "max_steer_rate",
 )
 
 #: A parameter's per-type setting: a fixed value, a ``(min, max)`` range sampled uniformly per agent
@@ -135,6 +135,14 @@ class ClassSpec:
     """BICYCLE_TIRE: cornering stiffness per axle (N/rad) (ours)."""
     mass: float = 1.5e4
     """BICYCLE_TIRE: mass (kg); yaw inertia is taken as mass * (length/2)^2 / 3 (ours)."""
+    max_steer_rate: float | None = 0.6
+    """Steering-rate limit (rad/s) of the three bicycle models: the steering angle is state and moves
+    toward the angle the action asks for by at most this much per second (0.6 rad/s as PufferDrive's
+    jerk model, ``pufferlib/ocean/drive``). With a limit the models also snap a speed (and, for the jerk
+    model, a longitudinal or lateral acceleration) that a step would carry across zero to exactly zero,
+    and an agent placed on a curve starts with the steering the curve needs. ``None``: the earlier
+    models, where the angle follows the command at once and nothing snaps (to reproduce runs made
+    before the limit). Ignored by the unicycle (pedestrians), which has no steering."""
 
     def __post_init__(self) -> None:
         _set(self, "dynamics", check_enum("ClassSpec.dynamics", self.dynamics, DynamicsModel))
@@ -149,6 +157,8 @@ class ClassSpec:
                      "cornering_stiffness", "mass"):
             check_float(f"ClassSpec.{name}", getattr(self, name), 0.0)
         check_float("ClassSpec.wheelbase_ratio", self.wheelbase_ratio, 0.0, 1.0, lo_open=True)
+        if self.max_steer_rate is not None:
+            check_float("ClassSpec.max_steer_rate", self.max_steer_rate, 0.0, 100.0, lo_open=True)
         comfort = check_tuple("ClassSpec.comfort", self.comfort, 4)
         for i, x in enumerate(comfort):
             check_float(f"ClassSpec.comfort[{i}]", x, 0.0)
@@ -176,9 +186,9 @@ def default_classes() -> dict[AgentType, ClassSpec]:
         AgentType.PEDESTRIAN: ClassSpec(DynamicsModel.UNICYCLE, (0.4, 0.7), (0.4, 0.7), (1.5, 1.9),
                                         action_long=(-1.5, -0.5, 0.0, 0.5, 1.5), action_lat=(-1.0, -0.5, 0.0, 0.5, 1.0),
                                         max_speed=3.0, max_reverse_speed=0.0, max_accel=1.5, max_decel=3.0,
-                                        comfort=(1.5, 1.0, 12.0, 5.0)),
+                                        comfort=(1.5, 1.0, 12.0, 5.0), max_steer_rate=None),
         AgentType.CYCLIST: ClassSpec(DynamicsModel.BICYCLE_ACCEL, (1.6, 2.0), (0.5, 0.8), (1.5, 1.9),
                                      action_long=(-3.0, -1.5, 0.0, 1.0, 2.0), action_lat=steer, max_speed=10.0,
                                      max_reverse_speed=0.0, max_accel=2.0, max_decel=4.0,
-                                     comfort=(3.0, 1.5, 40.0, 18.0)),
+                                     comfort=(3.0, 1.5, 40.0, 18.0), max_steer_rate=1.0),
     }

@@ -59,8 +59,11 @@ def test_single_epoch_vtrace_is_on_policy_ppo():
 
 
 #: The quick preset without its road users: four controlled cars per world, whose terminations within
-#: the first rollout these tests rely on (DPSA padding).
-CARS_ONLY = {"init.num_agents": [4, 4], "road_users.idm_fraction": 0.0, "road_users.parked": 0}
+#: the first rollout these tests rely on (DPSA padding). They start at 4-8 m/s so that random actions
+#: leave the road within the 32 steps (at the preset's 1-3 m/s the rate-limited steering keeps a random
+#: car on the road for about 4 s).
+CARS_ONLY = {"init.num_agents": [4, 4], "road_users.idm_fraction": 0.0, "road_users.parked": 0,
+             "init.initial_speed": [4.0, 8.0]}
 
 
 def quick_model(policy_kwargs=SMALL, **kwargs):
