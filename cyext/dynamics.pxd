@@ -146,16 +146,18 @@ cdef inline void step_bicycle_jerk(Agent* a, const double* cp, double j_long, do
         return
     cdef double amax = cp[CP_AMAX] * a.kin[KIN_ACC], dmax = cp[CP_DMAX] * a.kin[KIN_ACC]
     cdef double a_cmd = clip(a.a_long + j_long * a.kin[KIN_THROTTLE] * dt, -dmax, amax)
-    if a_cmd * a.a_long < 0:
+    if a_cmd * a.a_long < 0 and fabs(a.a_long) > 1e-6:  # a residue below 1e-6 m/s^2 is no sign
         a_cmd = 0.0
     cdef double v0 = a.speed, v2 = v0 * v0
     cdef double alat0 = v2 * tan(a.steer) / a.wheelbase
     cdef double dlat = j_lat * a.kin[KIN_STEER] * dt
     cdef double alat_cmd = clip(alat0 + dlat, -cp[CP_ALATMAX], cp[CP_ALATMAX])
-    if alat_cmd * alat0 < 0:
+    if alat_cmd * alat0 < 0 and fabs(alat0) > 1e-6:
         alat_cmd = 0.0
     cdef double target
-    if v2 > 1e-6:
+    if dlat == 0 and alat_cmd == alat0:
+        target = a.steer  # held exactly (not through atan(tan(delta)), whose rounding would leave a residue)
+    elif v2 > 1e-6:
         target = atan(alat_cmd * a.wheelbase / v2)
     elif dlat > 0:
         target = cp[CP_STEERMAX]

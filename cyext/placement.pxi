@@ -206,8 +206,8 @@ cdef void _settle_steering(Engine e, Agent* a, double kappa) noexcept nogil:
     classes with a steering-rate limit (``ClassSpec.max_steer_rate``); without one the angle is not
     state and the agent starts with none, as before."""
     cdef const double* cp = &e.cp[a.cls * N_CP]
-    if cp[CP_STEERRATE] < 0 or a.dyn == DYN_UNICYCLE or a.wheelbase <= 0:
-        return
+    if cp[CP_STEERRATE] < 0 or a.dyn == DYN_UNICYCLE or a.wheelbase <= 0 or fabs(kappa) < 1e-4:
+        return  # (a radius beyond 10 km is a straight: no rounding residue in the wheels)
     a.steer = atan(kappa * a.wheelbase)
     if a.steer > cp[CP_STEERMAX]:
         a.steer = cp[CP_STEERMAX]
