@@ -40,6 +40,7 @@ import terrazero_env
 from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
 from terrazero_env.config_io import load_config
+from terrazero_env.drivers import Driver
 from terrazero_env.envs.conventions import check_seed
 from terrazero_env.metrics import (
     PROGRESS_REFERENCES,
@@ -192,15 +193,14 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     cfg = config.with_overrides(num_worlds=_num_worlds(config, episodes))
     venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
     try:
-        check_compatible(model, venv, config_name)
+        act, begin = _controller(model, venv, deterministic, config_name)
         device = getattr(model, "device", torch.device("cpu"))
         devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # sampled actions follow ``seed``; global RNG untouched
             torch.manual_seed(int(seed) % (1 << 63))
             history: dict[int, list[np.ndarray]] | None = {} if filmstrip is not None else None
-            per, rounds, video_out = _rollouts(lambda obs: model.predict(obs, deterministic=deterministic)[0], venv,
-                                               episodes, seed, video_path, video_dpi, video_fps, video_zoom, history,
-                                               progress_reference=progress_reference)
+            per, rounds, video_out = _rollouts(act, venv, episodes, seed, video_path, video_dpi, video_fps, video_zoom,
+                                               history, progress_reference=progress_reference, begin=begin)
         closed = closed_loop_from(per, float(cfg.dt))
         if filmstrip is not None:
             film = _worst_filmstrip(venv.engine, per, closed["score"], history, filmstrip, filmstrip_episodes)
@@ -216,6 +216,19 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     if video_out is not None:
         result["video"] = video_out
     return result
+
+
+def _controller(model: Any, venv: Any, deterministic: bool,
+                config_name: str) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], None] | None]:
+    """``(act, begin)`` for a model with SB3's ``predict`` (checked against the env first) or a
+    :class:`~terrazero_env.drivers.Driver`: ``act(obs)`` the actions of every slot, ``begin(slots)``
+    (None for a model) what to do with the live slots after each reset."""
+    if isinstance(model, Driver):
+        e = venv.engine
+        K = venv.slots_per_world
+        return (lambda obs: model.act(e)), (lambda slots: model.begin(e, slots // K, slots % K))
+    check_compatible(model, venv, config_name)
+    return (lambda obs: model.predict(obs, deterministic=deterministic)[0]), None
 
 
 def check_progress_reference(name: str) -> None:
@@ -249,7 +262,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
               video_zoom: float | None = None,
               history: dict[int, list[np.ndarray]] | None = None,
               scenes: Sequence[tuple[int, int]] | None = None,
-              progress_reference: str = "limit") -> tuple[dict[str, Any], int, str | None]:
+              progress_reference: str = "limit",
+              begin: Callable[[np.ndarray], None] | None = None) -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
     ``return``; ``length`` in steps; ``engine_metrics``: the slot's ``Engine.episode_metrics`` row when
     the episode ended; ``episode_id``: (round, world, agent index)), the number of rounds, and the
@@ -258,7 +272,9 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     the derived seeds: ``(world seed, slot)`` pairs, ``W`` per round, each world reset with its seed and
     only the named slot's episode kept (the long-tail suite's qualifying scenes); ``episodes`` must be
     their number. ``progress_reference``: ``"idm"`` adds an IDM reference rollout per round
-    (:func:`_idm_reference`); ``reference_progress`` holds each episode's reference (m) either way."""
+    (:func:`_idm_reference`); ``reference_progress`` holds each episode's reference (m) either way.
+    ``begin``, when given, is called after every reset with the slots holding a controlled agent (a
+    baseline driver takes them over, :mod:`terrazero_env.drivers`)."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
     names = list(core.COUNTER_NAMES)
@@ -284,6 +300,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             seeds = [int(s) for s, _ in chunk] + [int(chunk[0][0])] * (W - len(chunk))
         obs, info = venv.reset(seed=seeds)
         valid = np.asarray(info["valid"], bool).copy()
+        if begin is not None:
+            begin(np.flatnonzero(valid))
         if scenes is None:
             order = np.nonzero(valid)[0][: episodes - len(returns)]  # this round's share of the sample, slot order
         else:
@@ -350,7 +368,7 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             # of an evaluation without the reference
             cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
             with torch.random.fork_rng(devices=cuda):
-                reference = _idm_reference(act, venv, seeds, order, steps)
+                reference = _idm_reference(act, venv, seeds, order, steps, begin)
         else:
             reference = final_em[:, ref_col]
         for r in order:
@@ -374,7 +392,7 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
 
 
 def _idm_reference(act: Callable[[np.ndarray], np.ndarray], venv: Any, seeds: Sequence[int], order: np.ndarray,
-                   steps: np.ndarray) -> np.ndarray:
+                   steps: np.ndarray, begin: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
     """Each scored slot's reference progress (m, ``[num_envs]``, 0 elsewhere): the worlds reset again
     from ``seeds``, the slots of ``order`` handed to the IDM driver (``Engine.hand_to_idm``), the
     others driven by ``act``, and each handed slot's progress read after ``steps[slot]`` steps (the
@@ -382,7 +400,9 @@ def _idm_reference(act: Callable[[np.ndarray], np.ndarray], venv: Any, seeds: Se
     e = venv.engine
     K, n = venv.slots_per_world, venv.num_envs
     col = list(core.EPISODE_METRIC_NAMES).index("progress")
-    obs, _ = venv.reset(seed=list(seeds))
+    obs, info = venv.reset(seed=list(seeds))
+    if begin is not None:
+        begin(np.flatnonzero(np.asarray(info["valid"], bool)))
     e.hand_to_idm(order // K, order % K)
     need = np.zeros(n, np.int64)
     need[order] = steps[order]

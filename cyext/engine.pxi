@@ -604,6 +604,37 @@ cdef class Engine:
         finally:
             self._busy = False
 
+    def reference_actions(self, out=None, **settings):
+        """The reference driver's action for every slot (``reference.pxd``): int32 ``[W * K]``, one
+        index of the slot's class grid for each slot that reads an action now (0 elsewhere), written
+        into ``out`` when given (a C-contiguous int32 array of that shape). It drives each controlled
+        agent through its own dynamics and grid along the lane-graph route to its goal, with the IDM
+        law and the rule-based vehicles' constraints for speed and pure pursuit for steering. Settings
+        (keyword arguments, paper-free values of ours): ``preview`` (s, 0.3), ``goal_speed`` (m/s,
+        2.0), ``goal_decel`` (m/s^2, 1.5), ``action_price`` (0.05), ``comfort_price`` (4.0),
+        ``walk_speed`` (m/s, 1.2). Reads the engine's state and changes none of it."""
+        s = _reference_settings(settings)
+        self._enter()
+        try:
+            return _reference_actions(self, out, s)
+        finally:
+            self._busy = False
+
+    def reference_plan(self, int world, **settings):
+        """What the reference driver decides for each slot of ``world`` now, as ``[K]`` arrays: the
+        ``lane`` its route starts on and its arc length ``lane_s`` (m), the ``route_lane`` after it,
+        ``sweep_points`` (poses predicted along the route), the asked-for ``accel`` (m/s^2) and
+        ``steer`` (rad), the desired speed ``v0`` (m/s), the ``gap`` to the nearest constraint (m)
+        and the ``action``; -1 or NaN for slots it does not drive. Settings as ``reference_actions``."""
+        s = _reference_settings(settings)
+        if not 0 <= world < self.num_worlds:
+            raise ValueError(f"world must lie in [0, {self.num_worlds}), got {world}")
+        self._enter()
+        try:
+            return _reference_plan(self, world, s)
+        finally:
+            self._busy = False
+
     def hand_to_idm(self, worlds, slots, int idm_mode=0):
         """Hand slot ``slots[j]`` of world ``worlds[j]`` (integers or equal-length 1-D integer arrays) to
         the rule-based IDM driver (behaviour mode ``idm_mode``: 0 default, 1 assertive, 2 cautious) at its

@@ -366,6 +366,44 @@ cdef inline void _advance_route(const MapC* m, Agent* a, Rng* rng, double L, dou
         a.lane_s = 0.0
 
 
+cdef inline double idm_desired_accel(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i,
+                                     const double* cp_all, const IdmParams* p, const unsigned char* sl_state,
+                                     double v0_factor, double lat_off, double v0_cap, Sweep* sw, Leader* ld,
+                                     double* v0_out) noexcept nogil:
+    """Steps 1-5 of ``idm_step`` up to the law: the predicted sweep along the decided route (``a.lane``,
+    ``a.lane_s``, ``a.route_lane``), the nearest constraint ahead (leader, stop bar, yielding,
+    pedestrians) in ``ld``, the curve limit, and the IDM acceleration on them within the braking clip
+    (m/s^2). ``v0_cap`` caps the desired speed (m/s; the reference driver's arrival at its goal, 1e9
+    for none); the desired speed used is left in ``v0_out``. Reads the agents, changes none."""
+    cdef Agent* a = &agents[i]
+    cdef int mode = a.idm_mode
+    cdef double v = a.speed if a.speed > 0 else 0.0, v0, T, amax, bcomf, s0, acc, L, dist_bar, a_curve
+    ld.gap = 1e9
+    ld.speed = 0.0
+    ld.slow = False
+    ld.who = -1
+    v0 = (p.v0_scale[mode] if v0_factor < 0 else v0_factor) * m.lane_speed[a.lane]
+    if v0_cap < v0:
+        v0 = v0_cap
+    T = p.time_headway[mode]
+    amax = p.max_accel[mode]
+    bcomf = p.comfort_decel[mode]
+    s0 = p.min_gap[mode]
+    _predict(m, a, _kappa_max(a, cp_all), p.lookahead, sw, lat_off)
+    _leader_gap(m, agents, n, i, sw, p, v, ld)
+    L = lane_length(m, a.lane)
+    dist_bar = L - a.lane_s - 0.5 * a.length
+    _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, ld)
+    _yield_constraint(m, agents, n, i, sl_state, p, cp_all, sw, v, bcomf, s0, dist_bar, ld)
+    _stop_at(ld, pedestrian_yield(agents, n, i, sw, p.ped_horizon, p.side_margin))
+    a_curve = _curve_limit(sw, p.curve_accel, v, &v0)
+    acc = idm_accel(v, v0, ld.gap, ld.speed, T, amax, bcomf, s0, p.delta)
+    if a_curve < acc:
+        acc = a_curve
+    v0_out[0] = v0
+    return clip(acc, -p.max_decel, amax)
+
+
 cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
                           const IdmParams* p, const unsigned char* sl_state, Rng* rng, double dt,
                           double v0_factor=-1.0, double lat_off=0.0) noexcept nogil:
@@ -375,40 +413,20 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     lateral offset from the lane centre ``lat_off`` (m, left positive); its lane changes are the
     planner's, so the rule-based change is not considered for it."""
     cdef Agent* a = &agents[i]
+    cdef double v = a.speed if a.speed > 0 else 0.0, v0, acc, v1
     cdef int mode
-    cdef double v = a.speed if a.speed > 0 else 0.0, v0, T, amax, bcomf, s0, acc, L, dist_bar, v1, a_curve
     cdef Leader ld
     cdef Sweep sw
-    ld.gap = 1e9
-    ld.speed = 0.0
-    ld.slow = False
-    ld.who = -1
     if rng_uniform(rng) < p.reroll_prob:
         a.idm_mode = idm_draw_mode(rng, p)
     mode = a.idm_mode
-    v0 = (p.v0_scale[mode] if v0_factor < 0 else v0_factor) * m.lane_speed[a.lane]
-    T = p.time_headway[mode]
-    amax = p.max_accel[mode]
-    bcomf = p.comfort_decel[mode]
-    s0 = p.min_gap[mode]
     if a.route_lane < 0:
         a.route_lane = _route_next(m, rng, a.lane)
-    _predict(m, a, _kappa_max(a, cp_all), p.lookahead, &sw, lat_off)
-    _leader_gap(m, agents, n, i, &sw, p, v, &ld)
-    L = lane_length(m, a.lane)
-    dist_bar = L - a.lane_s - 0.5 * a.length
-    _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, &ld)
-    _yield_constraint(m, agents, n, i, sl_state, p, cp_all, &sw, v, bcomf, s0, dist_bar, &ld)
-    _stop_at(&ld, pedestrian_yield(agents, n, i, &sw, p.ped_horizon, p.side_margin))
-    a_curve = _curve_limit(&sw, p.curve_accel, v, &v0)
-    acc = idm_accel(v, v0, ld.gap, ld.speed, T, amax, bcomf, s0, p.delta)
-    if a_curve < acc:
-        acc = a_curve
-    acc = clip(acc, -p.max_decel, amax)
+    acc = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, v0_factor, lat_off, 1e9, &sw, &ld, &v0)
     v1 = v + acc * dt
     if v1 < 0:
         v1 = 0.0
-    _advance_route(m, a, rng, L, _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
+    _advance_route(m, a, rng, lane_length(m, a.lane), _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
     if p.lc.enabled or v0_factor >= 0:  # a planner vehicle's crossing ends as a lane change's does
-        lane_change(m, agents, n, i, &p.lc, ld.who if v0_factor < 0 else -1, ld.gap, v0, T, amax, bcomf, s0,
-                    p.delta, rng, dt, lat_off)
+        lane_change(m, agents, n, i, &p.lc, ld.who if v0_factor < 0 else -1, ld.gap, v0, p.time_headway[mode],
+                    p.max_accel[mode], p.comfort_decel[mode], p.min_gap[mode], p.delta, rng, dt, lat_off)
