@@ -127,6 +127,39 @@ def test_excursion_matches_shapely_with_a_sidewalk_beyond_the_curb_and_an_island
     assert island.sum() > 20, "the sample should put corners on the island"
 
 
+@pytest.mark.parametrize("map_name", ["grid_town", "roundabout"])
+def test_excursion_matches_shapely_on_a_bundled_town(map_name: str) -> None:
+    """On a bundled town whose road edges are closed rings, boxes scattered up to 4.5 m either side of
+    the lane centrelines reach as far beyond the drivable area as shapely says, the area being what
+    an odd number of edge rings encloses, less the sidewalks."""
+    road = core.road_map(map_name)
+    m = road.map_data
+    rings = [Polygon(r[:, :2]).buffer(0) for r in m.road_edges.rows()]
+    region = rings[0]
+    for ring in rings[1:]:
+        region = region.symmetric_difference(ring)
+    for w in m.sidewalks.rows():
+        region = region.difference(Polygon(w[:, :2]).buffer(0))
+    rng = np.random.default_rng(2)
+    lines = [r[:, :2] for r in m.lanes.centerline.rows()]
+    boxes = []
+    for k in rng.integers(0, len(lines), 1200):
+        xy = lines[k]
+        j = rng.integers(0, len(xy) - 1)
+        d = xy[j + 1] - xy[j]
+        L = float(np.hypot(*d))
+        if L == 0:
+            continue
+        p = xy[j] + rng.uniform() * d + np.array([-d[1], d[0]]) / L * rng.uniform(-4.5, 4.5)
+        boxes.append([p[0], p[1], math.atan2(d[1], d[0]) + rng.normal(0, 0.3), rng.uniform(3.8, 5.2),
+                      rng.uniform(1.7, 2.1)])
+    boxes = np.array(boxes)
+    touch = core.footprint_offroad(road, boxes)
+    got = core.footprint_offroad_excursion(road, boxes)
+    assert touch.sum() > 200
+    np.testing.assert_allclose(got[touch], _oracle(region, boxes[touch]), atol=1e-9)
+
+
 def test_excursion_of_a_bad_batch_is_refused_with_its_shape() -> None:
     road = core.RoadMap(build(straight_road()))
     with pytest.raises(ValueError, match=r"\[N, 5\]"):
