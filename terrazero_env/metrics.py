@@ -316,8 +316,8 @@ def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
       measured along whatever lane lies under each car rather than along the expert's route;
     - driving direction uses the whole episode's wrong-way distance (not a 1 s window);
     - the drivable area is what the road edges bound, less the sidewalks, rather than nuPlan's
-      drivable-area map layer, and a corner near the lane under the ego's centre gets no allowance of
-      its own; the excursion is measured only while the box touches an edge or a sidewalk (a box
+      drivable-area map layer and lane polygons, and nuPlan also excuses a corner within the
+      tolerance of the lane under the ego's centre; the excursion is measured only while the box touches an edge or a sidewalk (a box
       entirely past every edge is neither off-road nor measured), and where the engine's off-road
       consequence removes the car at its first touch (the default; ``EngineConfig.offroad_tolerance``
       defers that event) the excursion cannot grow past that step; a corner exactly at the tolerance
