@@ -124,10 +124,12 @@ cdef enum:
     EM_RED_LIGHTS = 28
     EM_STOP_SIGNS = 29
     EM_YELLOW_ENTRIES = 30
-    EM_IN_CONTACT = 31
-    EM_PREV_HEADING = 32
-    EM_PREV_YAW_RATE = 33
-    N_EPISODE_METRICS = 34
+    EM_AT_FAULT_OBJECT_COLLISIONS = 31   # at-fault onsets whose at-fault partners are all static objects
+    EM_MAX_OFFROAD_EXCURSION = 32        # m: largest distance of a box corner beyond the drivable area
+    EM_IN_CONTACT = 33
+    EM_PREV_HEADING = 34
+    EM_PREV_YAW_RATE = 35
+    N_EPISODE_METRICS = 36
 
 # How a controlled agent's collision happened (metrics.collision_type; nuPlan's collision types, with
 # the lateral case split by who moved sideways). At fault: STOPPED_OTHER, FRONT, LATERAL_EGO.

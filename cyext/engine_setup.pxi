@@ -50,6 +50,7 @@ cdef _load_tables(Engine e, cfg, tb):
     e.dt = cfg.dt
     e.horizon = cfg.episode_length
     e.wrong_way_angle = cfg.wrong_way_angle
+    e.offroad_tol = cfg.offroad_tolerance
     e.rform.vel_align = int(cfg.reward_forms.vel_align)
     e.rform.speed_limit = int(cfg.reward_forms.speed_limit)
     e.rform.goal_progress = int(cfg.reward_forms.goal_progress)

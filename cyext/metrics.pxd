@@ -10,7 +10,9 @@ translating rectangles), the smallest gap to another agent and time headway to a
 off-road steps, distance driven against the lane direction, over-speed against the lane's posted
 limit, progress along the lane against a reference driving at that limit, stall time, hard braking
 and acceleration onsets, comfort extrema and steps outside nuPlan's comfort bounds, and red-light,
-stop-sign and yellow-light passages. It only reads agents: observations and rewards do not change.
+stop-sign and yellow-light passages; at-fault onsets with static objects only (nuPlan's collision
+partner classes) and the largest excursion of the box beyond the drivable area (``rules.offroad_excursion``,
+measured by the rule checks). It only reads agents: observations and rewards do not change.
 The meaning of every column and the score built from them live in ``terrazero_env.metrics``.
 """
 
@@ -22,7 +24,8 @@ from common cimport (Agent, MapC, CLS_PEDESTRIAN, SLC_SIGNAL, SIG_RED, SIG_YELLO
                      EM_DISTANCE, EM_STALL_TIME, EM_HARD_BRAKES, EM_HARD_ACCELS, EM_MAX_LON_ACCEL,
                      EM_MIN_LON_ACCEL, EM_MAX_LAT_ACCEL, EM_MAX_LON_JERK, EM_MAX_JERK, EM_MAX_YAW_RATE,
                      EM_MAX_YAW_ACCEL, EM_COMFORT_STEPS, EM_RED_LIGHTS, EM_STOP_SIGNS, EM_YELLOW_ENTRIES,
-                     EM_IN_CONTACT, EM_PREV_HEADING, EM_PREV_YAW_RATE,
+                     EM_AT_FAULT_OBJECT_COLLISIONS, EM_MAX_OFFROAD_EXCURSION,
+                     EM_IN_CONTACT, EM_PREV_HEADING, EM_PREV_YAW_RATE, KIND_CONE, KIND_DEBRIS,
                      COLL_STOPPED_EGO, COLL_STOPPED_OTHER, COLL_REAR, COLL_FRONT, COLL_LATERAL_EGO,
                      COLL_LATERAL_OTHER, COLL_SIDE_HIT)
 from geometry cimport obb_overlap, segments_intersect, wrap_angle
@@ -159,6 +162,14 @@ cdef inline bint at_fault(int ctype) noexcept nogil:
     return ctype == COLL_STOPPED_OTHER or ctype == COLL_FRONT or ctype == COLL_LATERAL_EGO
 
 
+cdef inline bint static_object(const Agent* b) noexcept nogil:
+    """Whether ``b`` is a static object in nuPlan's sense (nuplan-devkit ``collision_utils.object_types``:
+    traffic cones, barriers, construction signs, generic objects), which the at-fault collision
+    multiplier scores apart from vehicles and vulnerable road users: a cone or a piece of debris.
+    Parked and crashed vehicles stay vehicles, a construction worker a pedestrian."""
+    return b.kind == KIND_CONE or b.kind == KIND_DEBRIS
+
+
 cdef inline void _set_max(float* row, int col, double v) noexcept nogil:
     if v > row[col]:
         row[col] = <float>v
@@ -171,10 +182,12 @@ cdef inline void _set_min(float* row, int col, double v) noexcept nogil:
 
 cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* agents, Py_ssize_t n,
                                       Py_ssize_t i, int prev_lane, const unsigned char* sl_state,
-                                      const MetricParams* p, double z_gate, double dt) noexcept nogil:
+                                      const MetricParams* p, double z_gate, double dt,
+                                      double offroad_excursion) noexcept nogil:
     """Fold this step of controlled agent ``i`` (judged: lane state, rule flags and collision set)
     into its slot's metric row. ``prev_lane``: its lane before this step (for the stop-line
-    passage); ``sl_state``: this tick's stop-line states."""
+    passage); ``sl_state``: this tick's stop-line states; ``offroad_excursion``: how far (m) its box
+    reaches beyond the drivable area this step (``rules.offroad_excursion``, 0 when on it)."""
     cdef const Agent* a = &agents[i]
     cdef const Agent* b
     cdef Py_ssize_t j, sl
@@ -182,7 +195,7 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
     cdef double avx, avy, bvx, bvy, dx, dy, d, d2, reach, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim
     cdef double ra, rb, free, vrel, sa
     cdef double fx, fy, lead_gap = INFINITY
-    cdef bint contact = False, onset_fault = False, comfort_bad, waiting
+    cdef bint contact = False, onset_fault = False, fault_not_object = False, comfort_bad, waiting
     cdef double impact = 0.0
     cdef int ctype
     if row[EM_STEPS] == 0:      # first judged step of the episode: start the running minima
@@ -218,7 +231,9 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
                 agent_velocity(b, &bvx, &bvy)
                 impact = max(impact, sqrt((avx - bvx) ** 2 + (avy - bvy) ** 2))
                 ctype = collision_type(a, b, p)
-                onset_fault = onset_fault or at_fault(ctype)
+                if at_fault(ctype):
+                    onset_fault = True
+                    fault_not_object = fault_not_object or not static_object(b)
             continue
         if free - 1e-9 < row[EM_MIN_GAP]:
             ux = dx / d if d > 0 else 1.0
@@ -245,6 +260,8 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
         row[EM_COLLISIONS] += 1
         if onset_fault:
             row[EM_AT_FAULT_COLLISIONS] += 1
+            if not fault_not_object:
+                row[EM_AT_FAULT_OBJECT_COLLISIONS] += 1
         _set_max(row, EM_MAX_IMPACT_SPEED, impact)
     row[EM_IN_CONTACT] = 1 if contact else 0
     if ttc < INFINITY:
@@ -255,6 +272,7 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
         _set_min(row, EM_MIN_LEAD_HEADWAY, max(lead_gap, 0.0) / v)
     # road: drivable area, direction, posted limit, progress along the lane
     row[EM_OFFROAD_STEPS] += a.offroad
+    _set_max(row, EM_MAX_OFFROAD_EXCURSION, offroad_excursion)
     row[EM_DISTANCE] += v * dt
     if a.wrong_way:
         row[EM_WRONG_WAY_DIST] += v * dt

@@ -41,6 +41,7 @@ ctypedef struct StepEvents:
     bint goal                  # reached the goal this step
     bint collided
     bint offroad               # vehicles and cyclists: footprint off the drivable area
+    double offroad_excursion   # m: how far the box reaches beyond it (rules.offroad_excursion; 0 on it)
     bint incursion             # pedestrians: on the carriageway and not on a crosswalk
     bint wrong_way
     bint stop_line             # ran a stop line (traffic-rules layer)

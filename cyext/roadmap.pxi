@@ -526,3 +526,33 @@ def footprint_offroad(RoadMap road, boxes, z=None, double z_gate=DEFAULT_Z_GATE)
             a.x, a.y, a.heading, a.length, a.width, a.z = bv[i, 0], bv[i, 1], bv[i, 2], bv[i, 3], bv[i, 4], zv[i]
             o[i] = offroad(&road.c, &a, z_gate)
     return out
+
+
+def footprint_offroad_excursion(RoadMap road, boxes, z=None, double z_gate=DEFAULT_Z_GATE, double reach=8.0):
+    """The engine's excursion beyond the drivable area for a batch of footprints (``rules.offroad_excursion``
+    as the rule checks call it): float64 ``[N, 5]`` rows of (cx, cy, heading, length, width) at
+    heights ``z`` (default 0); ``reach`` (m): how far from the centre the reference lane point is
+    looked for (the engine passes ``EngineConfig.lane_max_distance``). Returns float64 ``[N]``: the
+    largest distance (m) from a corner outside the drivable area to its boundary, 0 for a box that
+    touches no edge or sidewalk (``footprint_offroad`` false)."""
+    b = np.ascontiguousarray(boxes, np.float64)
+    if b.ndim != 2 or b.shape[1] != 5:
+        raise ValueError(f"boxes must be float64 [N, 5], got shape {b.shape}")
+    if not reach >= 0:
+        raise ValueError(f"reach must be a non-negative distance in metres, got {reach}")
+    zz = np.zeros(b.shape[0])
+    if z is not None:
+        zz[:] = z
+    cdef const double[:, ::1] bv = b
+    cdef const double[::1] zv = zz
+    out = np.zeros(b.shape[0], np.float64)
+    cdef double[::1] o = out
+    cdef Agent a
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(bv.shape[0]):
+            memset(&a, 0, sizeof(Agent))
+            a.x, a.y, a.heading, a.length, a.width, a.z = bv[i, 0], bv[i, 1], bv[i, 2], bv[i, 3], bv[i, 4], zv[i]
+            if offroad(&road.c, &a, z_gate):
+                o[i] = offroad_excursion(&road.c, &a, reach, z_gate)
+    return out

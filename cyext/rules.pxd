@@ -6,7 +6,7 @@ wrong-way driving, comfort limits, goal arrival, the per-slot event counters, an
 does to the agent (``consequence``: nothing, stop in place, or removal). Stop lines and signals
 are checked by ``traffic.pxd``; the reward that prices these events is ``rewards.pxd``."""
 
-from libc.math cimport floor, fabs, sqrt, atan2, cos, sin
+from libc.math cimport floor, fabs, sqrt, atan2, cos, sin, INFINITY
 from common cimport (Agent, MapC, SegGridC, CP_COMF_ALONG, CP_COMF_ALAT, CP_COMF_JLONG, CP_COMF_JLAT,
                      RW_DELTA_GOAL, RW_V_GOAL, CONSEQ_NONE, CONSEQ_STOP, CONSEQ_REMOVE, CNT_COLLISION,
                      CNT_OFFROAD, CNT_WRONG_WAY, CNT_GOAL, CNT_COMFORT, CNT_STOP_LINE, CNT_RED_LIGHT)
@@ -103,6 +103,123 @@ cdef inline bint offroad(const MapC* m, Agent* a, double z_gate) noexcept nogil:
     if box_touches_segments(&m.walks, xs, ys, a.z, z_gate):
         return True
     return point_in_rings(a.x, a.y, m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks)
+
+
+# Crossings counted along one path at most (more is no road geometry: the parity is then read from the first).
+cdef enum:
+    MAX_PATH_CROSSINGS = 32
+
+
+cdef inline bint _path_crosses(double px, double py, double qx, double qy, const double* q) noexcept nogil:
+    """Whether segment ``q`` (ax, ay, az, bx, by, bz) crosses the path P -> Q. Its end points are
+    split by the path's line half-open (a point on the line counts as on its right), so a polyline
+    through a vertex on the path counts once where it crosses and not where it only touches."""
+    cdef double sx = qx - px, sy = qy - py
+    cdef bint a_left = sx * (q[1] - py) - sy * (q[0] - px) > 0
+    cdef bint b_left = sx * (q[4] - py) - sy * (q[3] - px) > 0
+    cdef double ex, ey, dp, dq
+    if a_left == b_left:
+        return False
+    ex = q[3] - q[0]
+    ey = q[4] - q[1]
+    dp = ex * (py - q[1]) - ey * (px - q[0])
+    dq = ex * (qy - q[1]) - ey * (qx - q[0])
+    return (dp > 0 and dq <= 0) or (dp <= 0 and dq > 0)
+
+
+cdef inline int path_crossings(const SegGridC* g, double px, double py, double qx, double qy, double z,
+                               double z_gate, double* nearest_crossed) noexcept nogil:
+    """How many segments of ``g`` (within ``z_gate`` in z, by their mid height as ``box_touches_segments``
+    gates them) cross the path P -> Q, each counted once although the grid lists it in every cell it
+    spans; ``nearest_crossed`` receives the distance from Q to the nearest crossing segment (infinity
+    when none)."""
+    cdef double bx0 = min(px, qx), bx1 = max(px, qx), by0 = min(py, qy), by1 = max(py, qy), d2, t
+    cdef Py_ssize_t ix0, ix1, iy0, iy1, cx, cy, k, s
+    cdef int seen[MAX_PATH_CROSSINGS]
+    cdef int n = 0, j
+    cdef bint dup
+    cdef const double* q
+    nearest_crossed[0] = INFINITY
+    if g.n_segments == 0:
+        return 0
+    ix0 = <Py_ssize_t>floor((bx0 - g.x0) / g.cell_size)
+    ix1 = <Py_ssize_t>floor((bx1 - g.x0) / g.cell_size)
+    iy0 = <Py_ssize_t>floor((by0 - g.y0) / g.cell_size)
+    iy1 = <Py_ssize_t>floor((by1 - g.y0) / g.cell_size)
+    if ix1 < 0 or iy1 < 0 or ix0 >= g.nx or iy0 >= g.ny:
+        return 0
+    ix0 = max(ix0, 0)
+    iy0 = max(iy0, 0)
+    ix1 = min(ix1, g.nx - 1)
+    iy1 = min(iy1, g.ny - 1)
+    for cy in range(iy0, iy1 + 1):
+        for cx in range(ix0, ix1 + 1):
+            for k in range(g.cell_start[cy * g.nx + cx], g.cell_start[cy * g.nx + cx + 1]):
+                s = g.cell_items[k]
+                q = g.seg + 6 * s
+                if z_gate >= 0 and fabs(0.5 * (q[2] + q[5]) - z) > z_gate:
+                    continue
+                if max(q[0], q[3]) < bx0 or min(q[0], q[3]) > bx1 or max(q[1], q[4]) < by0 or min(q[1], q[4]) > by1:
+                    continue
+                if not _path_crosses(px, py, qx, qy, q):
+                    continue
+                dup = False
+                for j in range(n):
+                    if seen[j] == s:
+                        dup = True
+                        break
+                if dup or n == MAX_PATH_CROSSINGS:
+                    continue
+                seen[n] = <int>s
+                n += 1
+                d2 = point_segment_dist2(qx, qy, q[0], q[1], q[3], q[4], &t)
+                if d2 < nearest_crossed[0]:
+                    nearest_crossed[0] = d2
+    if n > 0:
+        nearest_crossed[0] = sqrt(nearest_crossed[0])
+    return n
+
+
+cdef inline double offroad_excursion(const MapC* m, const Agent* a, double reach, double z_gate) noexcept nogil:
+    """How far (m) the agent's box reaches beyond the drivable area: the largest distance from one of
+    its four corners outside the drivable area to the area's boundary, 0 when every corner is on it
+    (nuPlan's drivable-area compliance measures the ego's corners the same way, nuplan-devkit
+    ``drivable_area_compliance``).
+
+    The road edges carry no side, so a corner's side is read from a point known to be drivable: the
+    nearest point of a lane centerline to the box centre within ``reach`` (the centre itself when no
+    lane is that near). A corner whose path from there crosses the road edges an odd number of times
+    is beyond an edge, at its distance to the nearest road edge; a corner inside a sidewalk ring
+    (and not beyond an edge) is on a sidewalk within the road, at its distance to the sidewalk's
+    outline. Geometry beyond ``z_gate`` in z is ignored as in ``offroad``. The engine calls it only
+    for a box that ``offroad`` finds touching an edge or a sidewalk."""
+    cdef double xs[4]
+    cdef double ys[4]
+    cdef double rx = a.x, ry = a.y, d2, t, d, worst = 0.0, crossed, reach_k
+    cdef Py_ssize_t s
+    cdef const double* q
+    cdef int k
+    box_corners(a.x, a.y, a.heading, a.length, a.width, xs, ys)
+    s = seggrid_nearest(&m.lanes, a.x, a.y, a.z, reach, z_gate, &d2, &t)
+    if s >= 0:
+        q = m.lanes.seg + 6 * s
+        rx = q[0] + t * (q[3] - q[0])
+        ry = q[1] + t * (q[4] - q[1])
+    for k in range(4):
+        d = 0.0
+        if path_crossings(&m.edges, rx, ry, xs[k], ys[k], a.z, z_gate, &crossed) & 1:
+            # the nearest edge is no further than the crossed one
+            reach_k = crossed * (1.0 + 1e-9) + 1e-9
+            d = crossed
+            if seggrid_nearest(&m.edges, xs[k], ys[k], a.z, reach_k, z_gate, &d2, &t) >= 0 and d2 < d * d:
+                d = sqrt(d2)
+        elif point_in_rings(xs[k], ys[k], m.walk_pts, m.walk_off, m.walk_bbox, m.n_walks):
+            # rings ignore z (as ``offroad`` reads them); the ring's own outline bounds the search
+            if seggrid_nearest(&m.walks, xs[k], ys[k], a.z, 1e9, -1.0, &d2, &t) >= 0:
+                d = sqrt(d2)
+        if d > worst:
+            worst = d
+    return worst
 
 
 cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_gate, double align_cos) noexcept nogil:
@@ -221,9 +338,14 @@ cdef inline void pedestrian_rules(const MapC* m, Agent* a, StepEvents* ev) noexc
 
 
 cdef inline void vehicle_rules(const MapC* m, Agent* a, double z_gate, double wrong_way_angle,
-                               StepEvents* ev) noexcept nogil:
-    """Vehicles and cyclists: off-road footprint and wrong-way driving (after ``lane_state``)."""
-    a.offroad = offroad(m, a, z_gate)
+                               double offroad_tolerance, double lane_reach, StepEvents* ev) noexcept nogil:
+    """Vehicles and cyclists: off-road footprint and wrong-way driving (after ``lane_state``). A box
+    touching an edge or a sidewalk has its excursion beyond the drivable area measured
+    (``offroad_excursion``, reference lane within ``lane_reach``); with ``offroad_tolerance`` 0 any touch
+    is off-road (TerraZero section 3.3), above 0 only an excursion beyond it."""
+    cdef bint touch = offroad(m, a, z_gate)
+    ev.offroad_excursion = offroad_excursion(m, a, lane_reach, z_gate) if touch else 0.0
+    a.offroad = touch if offroad_tolerance <= 0.0 else ev.offroad_excursion > offroad_tolerance
     ev.offroad = a.offroad
     a.wrong_way = wrong_way(m, a, wrong_way_angle)
     ev.wrong_way = a.wrong_way

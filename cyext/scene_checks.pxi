@@ -11,7 +11,7 @@ from collections.abc import Mapping as _Mapping
 
 # Keys a scene spec may hold (documented in Engine.set_scene).
 SCENE_KEYS = ("cls", "x", "y", "heading", "z", "speed", "steer", "length", "width", "height", "controlled", "idm",
-              "idm_mode", "planner", "goal", "goal_hidden", "kin", "rw")
+              "idm_mode", "planner", "kind", "goal", "goal_hidden", "kin", "rw")
 _SCENE_REQUIRED = ("cls", "x", "y", "heading")
 N_IDM_MODES = 3       # IDM_MODE 0 default, 1 assertive, 2 cautious (roadusers.pxd)
 MAX_SEED = 2 ** 64 - 1
@@ -153,6 +153,8 @@ cdef list _checked_scene(Engine e, int world, agents):
             raise ValueError(f"agents[{i}].planner: a planner vehicle is an IDM vehicle; set idm too")
         if "idm_mode" in spec:
             s["idm_mode"] = _index(spec, i, "idm_mode", N_IDM_MODES, "IDM mode (0 default, 1 assertive, 2 cautious)")
+        if "kind" in spec:
+            s["kind"] = _index(spec, i, "kind", N_KINDS, "static kind (StaticKind)")
         if "goal" in spec:
             s["goal"] = _numbers(spec, i, "goal", 2, False)
         if "kin" in spec:

@@ -102,7 +102,9 @@ EPISODE_METRIC_NAMES = _ordered("episode metrics", (
     (EM_MAX_LON_ACCEL, "max_lon_accel"), (EM_MIN_LON_ACCEL, "min_lon_accel"), (EM_MAX_LAT_ACCEL, "max_abs_lat_accel"),
     (EM_MAX_LON_JERK, "max_abs_lon_jerk"), (EM_MAX_JERK, "max_jerk"), (EM_MAX_YAW_RATE, "max_abs_yaw_rate"),
     (EM_MAX_YAW_ACCEL, "max_abs_yaw_accel"), (EM_COMFORT_STEPS, "comfort_steps"), (EM_RED_LIGHTS, "red_lights"),
-    (EM_STOP_SIGNS, "stop_signs"), (EM_YELLOW_ENTRIES, "yellow_entries"), (EM_IN_CONTACT, "in_contact"),
+    (EM_STOP_SIGNS, "stop_signs"), (EM_YELLOW_ENTRIES, "yellow_entries"),
+    (EM_AT_FAULT_OBJECT_COLLISIONS, "at_fault_object_collisions"),
+    (EM_MAX_OFFROAD_EXCURSION, "max_offroad_excursion"), (EM_IN_CONTACT, "in_contact"),
     (EM_PREV_HEADING, "prev_heading"), (EM_PREV_YAW_RATE, "prev_yaw_rate")), N_EPISODE_METRICS)
 #: How a collision happened, seen from the agent (``collision_type_batch``).
 COLLISION_TYPES = _ordered("collision types", (

@@ -136,7 +136,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     if a.cls == CLS_PEDESTRIAN:
         pedestrian_rules(m, a, &ev)
     else:
-        vehicle_rules(m, a, e.z_gate, e.wrong_way_angle, &ev)
+        vehicle_rules(m, a, e.z_gate, e.wrong_way_angle, e.offroad_tol, e.lane_max_dist, &ev)
         traffic_rules(m, a, prev_lane, st.sl, &e.stop_rules, &e.rngs[w], e.dt, &ev)
     a.n_comfort = comfort_violations(a, cp)
     ev.comfort_violations = a.n_comfort
@@ -155,7 +155,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
     episode_metrics_step(&e.em[r * N_EPISODE_METRICS], m, &e.agents[base], e.n_agents[w], i, prev_lane, st.sl,
-                         &e.metp, e.z_gate, e.dt)
+                         &e.metp, e.z_gate, e.dt, ev.offroad_excursion)
     _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way,
                                      e.conseq_red_light),
                  ev.goal)

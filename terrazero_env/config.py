@@ -68,6 +68,9 @@ class Consequence(IntEnum):
 
 #: Upper bound of ``InitConfig.placement_tries`` (see there).
 MAX_PLACEMENT_TRIES = 10_000
+#: Upper bound (m) of ``EngineConfig.offroad_tolerance``: about a car's half width, beyond which a
+#: box may sit mostly off the road without an off-road event (ours; nuPlan tolerates 0.3 m).
+MAX_OFFROAD_TOLERANCE = 2.0
 
 
 class InitMode(IntEnum):
@@ -466,6 +469,13 @@ class EngineConfig:
     wrong_way_angle: float = math.radians(120.0)
     """Heading residual (rad), in [0, pi], beyond which moving travel counts as reversed (wrong way)
     (section 3.3 penalizes reversed travel; the angle is ours)."""
+    offroad_tolerance: float = 0.0
+    """How far (m, in [0, 2]) a corner of a vehicle's box may reach beyond the drivable area before the
+    off-road event fires (its reward, counter and consequence). 0: any touch of a road edge or a
+    sidewalk is off-road (TerraZero section 3.3). Above 0: only an excursion beyond the tolerance,
+    the excursion being the largest distance from a box corner outside the drivable area to its
+    boundary (the ``max_offroad_excursion`` episode metric; nuPlan's drivable-area compliance
+    allows 0.3 m, nuplan-devkit ``drivable_area_compliance.max_violation_threshold``)."""
     lane_max_distance: float = 8.0
     """An agent further than this from every lane centerline has no current lane (m) (ours)."""
     lane_align_angle: float = math.pi
@@ -518,6 +528,8 @@ class EngineConfig:
                              f"EngineConfig.max_agents_per_world {self.max_agents_per_world}")
         check_float("EngineConfig.dt", self.dt, 0.0, 1.0, lo_open=True, unit=" of seconds")
         check_float("EngineConfig.wrong_way_angle", self.wrong_way_angle, 0.0, math.pi, unit=" of radians")
+        check_float("EngineConfig.offroad_tolerance", self.offroad_tolerance, 0.0, MAX_OFFROAD_TOLERANCE,
+                    unit=" of metres")
         check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
         check_float("EngineConfig.lane_align_angle", self.lane_align_angle, 0.0, math.pi, unit=" of radians")
         if not isinstance(self.consequences, Mapping):

@@ -37,7 +37,7 @@ __all__ = [
     "STATIC_KINDS", "STATIC_GENERATORS", "KIND_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
     "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_tables",
-    "footprint_offroad", "max_threads", "obb_overlap_batch", "points_in_polygon", "road_map", "segments_intersect_batch",
+    "footprint_offroad", "footprint_offroad_excursion", "max_threads", "obb_overlap_batch", "points_in_polygon", "road_map", "segments_intersect_batch",
 ]
 
 # The vocabulary (see cyext/vocabulary.pxi) and the kernels, under their engine names.
@@ -75,6 +75,7 @@ box_corners_batch = _engine.box_corners_batch
 box_ttc_batch = _engine.box_ttc_batch
 collision_type_batch = _engine.collision_type_batch
 footprint_offroad = _engine.footprint_offroad
+footprint_offroad_excursion = _engine.footprint_offroad_excursion
 obb_overlap_batch = _engine.obb_overlap_batch
 orca_solve_batch = _engine.orca_solve_batch
 orca_step_batch = _engine.orca_step_batch

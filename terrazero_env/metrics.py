@@ -194,14 +194,20 @@ def format_table(result: dict[str, Any]) -> str:
 #: of a reference driving at the posted limit (m); distance driven (m); time standing with no lead
 #: vehicle, stop sign or red light to explain it (s); onsets of braking below -4.05 and accelerating
 #: above 2.40 m/s^2; comfort extrema (m/s^2, m/s^3, rad/s, rad/s^2) and steps outside nuPlan's comfort
-#: bounds; red-light, stop-sign and yellow-light stop-line passages; then three running-state columns.
+#: bounds; red-light, stop-sign and yellow-light stop-line passages; the at-fault collision onsets whose
+#: at-fault partners are all static objects (cones and debris, nuPlan's object types); the largest
+#: excursion of the box beyond the drivable area over the episode (m: the distance from a box corner
+#: outside the drivable area to its boundary, the farthest corner at the worst judged step; measured
+#: whenever the box touches a road edge or a sidewalk, whatever ``EngineConfig.offroad_tolerance``
+#: is, so it is at most a few centimetres above 0 for an episode that only brushed an edge, and 0
+#: for one that never touched); then three running-state columns.
 EPISODE_METRICS: tuple[str, ...] = (
     "steps", "collisions", "at_fault_collisions", "max_impact_speed", "min_ttc", "ttc_violation_steps", "min_gap",
     "min_lead_headway", "offroad_steps", "wrong_way_distance", "overspeed_integral", "speeding_steps",
     "speed_integral", "limit_integral", "progress", "reference_progress", "distance", "stall_time", "hard_brakes",
     "hard_accelerations", "max_lon_accel", "min_lon_accel", "max_abs_lat_accel", "max_abs_lon_jerk", "max_jerk",
     "max_abs_yaw_rate", "max_abs_yaw_accel", "comfort_steps", "red_lights", "stop_signs", "yellow_entries",
-    "in_contact", "prev_heading", "prev_yaw_rate")
+    "at_fault_object_collisions", "max_offroad_excursion", "in_contact", "prev_heading", "prev_yaw_rate")
 
 #: nuPlan closed-loop score constants (nuplan-devkit metric configs): making progress needs 20% of the
 #: reference's progress; the speed-limit score runs out at 2.23 m/s of mean over-speed; driving direction
@@ -215,6 +221,15 @@ PROGRESS_FLOOR = 2.0
 #: of the lane under the ego (the engine's ``reference_progress`` column).
 PROGRESS_REFERENCES = ("idm", "limit")
 MAX_OVERSPEED = 2.23
+#: nuPlan's drivable-area compliance tolerance (m, nuplan-devkit ``drivable_area_compliance``
+#: ``max_violation_threshold``): an episode whose box corners never reach further beyond the
+#: drivable area than this is compliant.
+DRIVABLE_AREA_TOLERANCE = 0.3
+#: nuPlan's allowance of at-fault collisions with static objects (nuplan-devkit
+#: ``no_ego_at_fault_collisions`` ``max_violation_threshold_object``): each multiplies the term by
+#: ``max(0, 1 - n / (allowance + 1))``, so one scores 0.5 and two 0; with a vehicle or a vulnerable
+#: road user the allowance is 0, so one such collision scores 0.
+STATIC_OBJECT_COLLISIONS_ALLOWED = 1
 WRONG_WAY_OK, WRONG_WAY_HALF = 2.0, 6.0
 #: Weights of the weighted average (nuPlan): time to collision 5, ego progress 5, speed limit 4, comfort 2.
 SCORE_WEIGHTS = {"ttc_compliance": 5.0, "ego_progress": 5.0, "speed_limit_compliance": 4.0, "comfort": 2.0}
@@ -264,16 +279,25 @@ NOT_APPLICABLE: dict[str, str] = {
 
 
 def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
-                        returns: Any = None, reference_progress: Any = None) -> dict[str, np.ndarray]:
+                        returns: Any = None, reference_progress: Any = None,
+                        drivable_area_tolerance: float = DRIVABLE_AREA_TOLERANCE) -> dict[str, np.ndarray]:
     """Per-episode closed-loop metrics from engine metric rows.
 
     ``rows``: float ``[n, len(EPISODE_METRICS)]``, one ``Engine.episode_metrics`` row per episode taken
     when it ended; ``dt``: the step (s); ``goal_reached``, ``returns``: optional per-episode outcomes
     passed through; ``reference_progress``: optional float ``[n]``, each episode's reference progress
-    (m) from an IDM reference rollout. Returns ``{key: float64 [n]}`` for every key of
-    :data:`CLOSED_LOOP_METRICS` (the outcome keys only when given). The score follows nuPlan's
-    closed-loop score: the product of the multipliers times the weighted average of the other terms,
-    times 100.
+    (m) from an IDM reference rollout; ``drivable_area_tolerance`` (m, finite, >= 0): how far a box
+    corner may reach beyond the drivable area in a compliant episode. Returns ``{key: float64 [n]}``
+    for every key of :data:`CLOSED_LOOP_METRICS` (the outcome keys only when given). The score
+    follows nuPlan's closed-loop score: the product of the multipliers times the weighted average of
+    the other terms, times 100.
+
+    Drivable-area compliance is nuPlan's: 1 when the episode's ``max_offroad_excursion`` is at most
+    ``drivable_area_tolerance`` (0.3 m, :data:`DRIVABLE_AREA_TOLERANCE`), else 0; a tolerance of 0
+    asks that no corner ever left the drivable area. No at-fault collision is nuPlan's product over
+    partner classes: ``max(0, 1 - n_objects / 2)`` for the at-fault collisions with static objects
+    (cones, debris) times 0 if any at-fault collision was with a vehicle or a vulnerable road user,
+    so a single collision with a static object scores 0.5, two score 0 (1 without at-fault collisions).
 
     Ego progress and making progress compare the ego's progress along the lanes it drives with a
     reference. With ``reference_progress`` (``terrazero eval``'s default, "idm") the reference is the
@@ -285,18 +309,35 @@ def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
     and the ratio ``ego / reference`` (1 when the reference is 0): a reference traffic can make
     unreachable, kept as a fallback for recorded rows. Making progress needs a ratio of at least 0.2.
 
-    Where ours differs from nuPlan: the reference is an IDM driver rather than a human expert, and it
-    drives its own route over the lane graph (random successors at lane ends) rather than the ego's,
-    with progress measured along whatever lane lies under each car rather than along the expert's
-    route; driving direction uses the whole episode's wrong-way distance (not a 1 s window), the
-    at-fault collision multiplier does not give 0.5 for static objects, TTC counts every agent ahead
-    (nuPlan also skips agents it projects as not at fault), and red-light and stop-sign compliance is
-    an added multiplier."""
+    Where ours differs from nuPlan:
+
+    - the progress reference is an IDM driver rather than a human expert, and it drives its own route
+      over the lane graph (random successors at lane ends) rather than the ego's, with progress
+      measured along whatever lane lies under each car rather than along the expert's route;
+    - driving direction uses the whole episode's wrong-way distance (not a 1 s window);
+    - the drivable area is what the road edges bound, less the sidewalks, rather than nuPlan's
+      drivable-area map layer and lane polygons, and nuPlan also excuses a corner within the
+      tolerance of the lane under the ego's centre; the excursion is measured only while the box touches an edge or a sidewalk (a box
+      entirely past every edge is neither off-road nor measured), and where the engine's off-road
+      consequence removes the car at its first touch (the default; ``EngineConfig.offroad_tolerance``
+      defers that event) the excursion cannot grow past that step; a corner exactly at the tolerance
+      is compliant here and a violation in nuPlan (a boundary case of measure zero);
+    - collisions are counted by onset (a new contact after a step without any), not once per
+      collided track, so a partner touched while another contact lasts is not counted, and an onset
+      with several at-fault partners counts once, as a vehicle collision unless all of them are
+      static objects; a lateral contact is the fault of whichever car closed the gap across the
+      road, where nuPlan faults the ego when it straddles lanes or leaves the drivable area;
+    - TTC counts every agent ahead (nuPlan also skips agents it projects as not at fault);
+    - red-light and stop-sign compliance is an added multiplier."""
     r = np.asarray(rows, np.float64)
     if r.ndim != 2 or r.shape[1] != len(EPISODE_METRICS):
         raise ValueError(f"episode metric rows must be [n, {len(EPISODE_METRICS)}] (EPISODE_METRICS), got {r.shape}")
     if not dt > 0:
         raise ValueError(f"dt must be positive, got {dt}")
+    if isinstance(drivable_area_tolerance, bool) or not (isinstance(drivable_area_tolerance, (int, float, np.floating))
+                                                         and math.isfinite(drivable_area_tolerance)
+                                                         and drivable_area_tolerance >= 0):
+        raise ValueError(f"drivable_area_tolerance must be a finite distance >= 0 (m), got {drivable_area_tolerance!r}")
     c = {name: r[:, i] for i, name in enumerate(EPISODE_METRICS)}
     duration = np.maximum(c["steps"], 1.0) * dt
     if reference_progress is None:
@@ -311,8 +352,8 @@ def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
         ratio = np.where(ego < 0, 0.0, np.maximum(ego, PROGRESS_FLOOR) / np.maximum(ref, PROGRESS_FLOOR))
     ww = c["wrong_way_distance"]
     out: dict[str, np.ndarray] = {
-        "no_at_fault_collision": (c["at_fault_collisions"] == 0).astype(float),
-        "drivable_area_compliance": (c["offroad_steps"] == 0).astype(float),
+        "no_at_fault_collision": _no_at_fault_collision(c["at_fault_collisions"], c["at_fault_object_collisions"]),
+        "drivable_area_compliance": (c["max_offroad_excursion"] <= drivable_area_tolerance).astype(float),
         "driving_direction_compliance": np.where(ww <= WRONG_WAY_OK, 1.0, np.where(ww <= WRONG_WAY_HALF, 0.5, 0.0)),
         "making_progress": (ratio >= MIN_PROGRESS_RATIO).astype(float),
         "traffic_control_compliance": ((c["red_lights"] + c["stop_signs"]) == 0).astype(float),
@@ -343,6 +384,18 @@ def closed_loop_metrics(rows: np.ndarray, dt: float, goal_reached: Any = None,
     if returns is not None:
         out["return"] = np.asarray(returns, float)
     return out
+
+
+def _no_at_fault_collision(at_fault: np.ndarray, with_objects: np.ndarray) -> np.ndarray:
+    """nuPlan's at-fault collision multiplier (nuplan-devkit ``EgoAtFaultCollisionStatistics.compute_score``):
+    the product over partner classes of ``max(0, 1 - n / (allowance + 1))``, with allowance 0 for
+    vehicles and vulnerable road users and :data:`STATIC_OBJECT_COLLISIONS_ALLOWED` for static
+    objects. ``at_fault``: all at-fault collisions, ``with_objects``: those with static objects only."""
+    if np.any(with_objects > at_fault):
+        raise ValueError("at_fault_object_collisions cannot exceed at_fault_collisions (they are a part of them)")
+    others = at_fault - with_objects
+    objects = np.maximum(0.0, 1.0 - with_objects / (STATIC_OBJECT_COLLISIONS_ALLOWED + 1))
+    return np.where(others > 0, 0.0, objects)
 
 
 # ------------------------------------------------------------------- jackknife and comparisons

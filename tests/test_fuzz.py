@@ -294,7 +294,7 @@ scene_values = st.one_of(
     st.dictionaries(st.sampled_from(["collision", "goal_reached", "nope"]), st.floats(allow_nan=True), max_size=2),
 )
 SCENE_KEYS = ["cls", "x", "y", "heading", "z", "speed", "length", "width", "height", "controlled", "idm",
-              "idm_mode", "goal", "goal_hidden", "kin", "rw", "junk"]
+              "idm_mode", "kind", "goal", "goal_hidden", "kin", "rw", "junk"]
 
 
 @st.composite
