@@ -366,5 +366,6 @@ ctypedef struct Agent:
     # rule-based driving (IDM + pure pursuit along a lane-graph route)
     double lane_s
     int route_lane, idm_mode
+    int ego_driver             # EGO_*: a controlled agent driven by a rule-based law (drivers.py), 0 by its actions
     double lc_wait             # seconds before the vehicle may change lane again (lanechange.pxd)
     double lc_reach            # while it crosses to a new lane: extra pure-pursuit lookahead, seconds of travel

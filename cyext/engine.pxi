@@ -636,6 +636,20 @@ cdef class Engine:
         finally:
             self._busy = False
 
+    def set_ego_driver(self, worlds, slots, mode, int idm_mode=0):
+        """Drive the controlled agents of the given (world, slot) pairs by a rule-based law from now
+        until their world's next reset: ``mode`` ``"idm"`` (the IDM vehicle law, ``roadusers.pxd``) or
+        ``"planner"`` (the planner traffic's logic, ``planner.pxd``), along the lane-graph route to the
+        agent's goal, with its own kinematics rather than the class's action grid. The agents stay
+        controlled: rules, rewards, counters and episode metrics are measured as for a policy's; their
+        actions are no longer read (``terrazero_env.drivers``: the baseline egos). Each pair must hold
+        a live controlled car, truck or bus on a lane; a bad pair raises ValueError before any change."""
+        self._enter()
+        try:
+            _set_ego_driver_checked(self, worlds, slots, mode, idm_mode)
+        finally:
+            self._busy = False
+
     def hand_to_idm(self, worlds, slots, int idm_mode=0):
         """Hand slot ``slots[j]`` of world ``worlds[j]`` (integers or equal-length 1-D integer arrays) to
         the rule-based IDM driver (behaviour mode ``idm_mode``: 0 default, 1 assertive, 2 cautious) at its

@@ -54,6 +54,7 @@ cdef void _hand_to_idm(Engine e, Py_ssize_t w, Py_ssize_t k, int idm_mode) noexc
     only what the IDM driver does. Checked by ``_handover_problem`` first."""
     cdef Py_ssize_t r = w * e.slots_per_world + k
     _become_idm(e, w, &e.agents[w * e.max_agents + e.slot_of[r]], idm_mode, False)
+    e.agents[w * e.max_agents + e.slot_of[r]].ego_driver = 0
     e.nact[r] = 0
     e.valid_p[r] = 0
     e.term[r] = 0
@@ -97,3 +98,74 @@ cdef void _handed_progress(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
         return
     lane_state(e.wmap[w], &probe, e.lane_max_dist, e.z_gate, e.lane_align_cos)
     handed_progress_step(&e.em[r * N_EPISODE_METRICS], &probe, e.dt)
+
+
+# Baseline egos (``terrazero_env.drivers``): a controlled agent driven by the IDM law or the planner
+# traffic's logic along the route to its goal instead of by its actions. It stays controlled, so the
+# judge measures its rules, reward, counters and episode metrics as for a policy's agent.
+EGO_DRIVERS = {"idm": 1, "planner": 2}
+
+
+def _set_ego_driver_checked(Engine e, worlds, slots, str mode, int idm_mode):
+    """``Engine.set_ego_driver``: check every (world, slot) pair, then switch them all."""
+    if mode not in EGO_DRIVERS:
+        raise ValueError(f"mode must be one of {', '.join(EGO_DRIVERS)}, got {mode!r}")
+    w = np.atleast_1d(np.asarray(worlds))
+    k = np.atleast_1d(np.asarray(slots))
+    if w.dtype.kind not in "iu" or k.dtype.kind not in "iu" or w.ndim != 1 or w.shape != k.shape:
+        raise ValueError(f"worlds and slots must be integers or equal-length 1-D integer arrays, got "
+                         f"{w.dtype} {w.shape} and {k.dtype} {k.shape}")
+    if not 0 <= idm_mode < N_IDM_MODES:
+        raise ValueError(f"idm_mode must be 0 (default), 1 (assertive) or 2 (cautious), got {idm_mode}")
+    if w.size and (w.min() < 0 or w.max() >= e.num_worlds):
+        raise ValueError(f"worlds must lie in [0, {e.num_worlds}), got {w.tolist()}")
+    if k.size and (k.min() < 0 or k.max() >= e.slots_per_world):
+        raise ValueError(f"slots must lie in [0, {e.slots_per_world}), got {k.tolist()}")
+    for j in range(w.size):
+        why = _handover_problem(e, int(w[j]), int(k[j]))
+        if why is not None:
+            raise ValueError(f"cannot give slot {int(k[j])} of world {int(w[j])} to the {mode} driver: {why}")
+    for j in range(w.size):
+        _set_ego_driver(e, int(w[j]), int(k[j]), EGO_DRIVERS[mode], idm_mode)
+
+
+cdef void _set_ego_driver(Engine e, Py_ssize_t w, Py_ssize_t k, int mode, int idm_mode) noexcept nogil:
+    """Slot ``k``'s agent drives by the rule-based law ``mode`` from its present pose and speed, on the
+    lane nearest to it (checked by ``_handover_problem``); its actions are no longer read."""
+    cdef Py_ssize_t r = w * e.slots_per_world + k, i = e.slot_of[r]
+    cdef Agent* a = &e.agents[w * e.max_agents + i]
+    _become_idm(e, w, a, idm_mode, False)
+    a.role = ROLE_CONTROLLED
+    a.ego_driver = mode
+    if mode == 2:
+        _make_planner(e, w, i)
+    e.nact[r] = 0
+
+
+cdef void _ego_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+    """One step of a controlled agent with a rule-based driver: the route turns toward its goal
+    (``lanegraph.route_successor``; the law's own choice when the goal is hidden or off the graph),
+    then the IDM step (or the planner's) moves it; its jerks are kept for the comfort rule."""
+    cdef Py_ssize_t base = w * e.max_agents
+    cdef Agent* a = &e.agents[base + i]
+    cdef double a0 = a.a_long, l0 = a.a_lat, cap, d
+    cdef int nxt
+    a.prev_a_long = a0
+    a.prev_a_lat = l0
+    if not a.goal_hidden:
+        nxt = route_successor(e.wmap[w], a, a.lane, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
+        if nxt >= 0:
+            a.route_lane = nxt
+    # Arrival: the desired speed lets it brake to the reference driver's goal speed by its goal (the
+    # goal counts as reached below 3 m/s), as a fraction of the lane's limit.
+    cap = 1e9
+    d = goal_route_distance(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
+    if not a.goal_hidden and d >= 0 and e.wmap[w].lane_speed[a.lane] > 0:
+        cap = sqrt(2.0 * 2.0 + 2.0 * 1.5 * d) / e.wmap[w].lane_speed[a.lane]
+    if a.ego_driver == 2:
+        _planner_drive(e, w, i, st, cap)
+    else:
+        idm_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt,
+                 e.idmp.v0_scale[a.idm_mode] if e.idmp.v0_scale[a.idm_mode] < cap else cap)
+    a.j_long = (a.a_long - a0) / e.dt
+    a.j_lat = (a.a_lat - l0) / e.dt

@@ -59,6 +59,9 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
             if over:
                 continue
             front_centre(a, &a.front_x, &a.front_y)
+            if a.ego_driver:
+                _ego_drive(e, w, i, st)
+                continue
             c = a.cls
             act = e.act[w * K + a.slot]
             nl = e.n_lat[c]
@@ -83,9 +86,10 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
             else:
                 a.alive = 0
 
-cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st,
+                         double max_factor=1e9) noexcept nogil:
     """A planner vehicle (planner.pxd): a new plan when its interval has run out, then the IDM step
-    tracking the plan's target speed and lateral offset."""
+    tracking the plan's target speed (at most ``max_factor`` of the lane's limit) and lateral offset."""
     cdef Py_ssize_t base = w * e.max_agents
     cdef Agent* a = &e.agents[base + i]
     cdef PlanState* ps = &e.plan[base + i]
@@ -99,13 +103,14 @@ cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* s
                   e.idmp.time_headway[mode], e.idmp.max_accel[mode], e.idmp.comfort_decel[mode],
                   e.idmp.min_gap[mode], e.idmp.delta, e.idmp.max_decel, &e.rngs[w])
     idm_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt,
-             ps.speed_factor, ps.lat_off)
+             ps.speed_factor if ps.speed_factor < max_factor else max_factor, ps.lat_off)
 
 cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
     """Rules, reward, counters and consequences for every live controlled agent; IDM vehicles
     only record their collisions (and, when handed over from a slot, their progress)."""
     cdef Py_ssize_t base = w * e.max_agents, i
     cdef Agent* a
+    cdef int ego_lane
     for i in range(e.n_agents[w]):
         a = &e.agents[base + i]
         if a.alive and a.role == ROLE_IDM:
@@ -114,7 +119,14 @@ cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) n
             if a.slot >= 0 and not over:   # a controlled agent handed to the IDM driver (handover.pxi)
                 _handed_progress(e, w, i)
         if a.alive and a.role == ROLE_CONTROLLED and not over:
-            _judge(e, w, i, st)
+            if a.ego_driver:
+                # the rule-based law keeps the lane of its route in ``lane``; the judge's lane state
+                # (the lane under the agent) is for the rules only
+                ego_lane = a.lane
+                _judge(e, w, i, st)
+                a.lane = ego_lane
+            else:
+                _judge(e, w, i, st)
 
 cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
     """One controlled agent: collision, lane state, off-road or incursion, wrong way, stop lines
