@@ -185,6 +185,54 @@ cdef enum:
     RW_V_SPEED_LIM = 22
     N_REWARD = 23
 
+# Terms of a controlled agent's step reward (rewards.step_reward; the columns of Engine.reward_terms),
+# in the order they are added. NEW_GOAL_CHARGE is the potential-shaped goal progress charged back
+# when the step drew a new goal (world_step._judge), added to the float32 reward after the rest.
+cdef enum:
+    RT_GOAL = 0
+    RT_COLLISION = 1
+    RT_BOUNDARY = 2
+    RT_COMFORT = 3
+    RT_LANE_ALIGN = 4
+    RT_LANE_CENTER = 5
+    RT_VEL_ALIGN = 6
+    RT_EDGE_PREFERENCE = 7
+    RT_VELOCITY = 8
+    RT_REVERSE = 9
+    RT_TIMESTEP = 10
+    RT_STOP_LINE = 11
+    RT_RED_LIGHT = 12
+    RT_ROAD_INCURSION = 13
+    RT_SPEED_LIMIT = 14
+    RT_GOAL_PROGRESS = 15
+    RT_WRONG_WAY = 16
+    RT_NEW_GOAL_CHARGE = 17
+    N_REWARD_TERMS = 18
+
+# Events of one step (bit 1 << EVT_* of Engine.step_events and of Engine.replay_frame's events).
+cdef enum:
+    EVT_GOAL = 0
+    EVT_COLLISION = 1
+    EVT_OFFROAD = 2
+    EVT_WRONG_WAY = 3
+    EVT_STOP_LINE = 4          # ran a stop sign's line without stopping (traffic.pxd)
+    EVT_RED_LIGHT = 5
+    EVT_INCURSION = 6          # a pedestrian on the carriageway off a crosswalk
+    EVT_COMFORT = 7            # one comfort limit or more exceeded
+    N_EVENTS = 8
+
+# Who moves an agent (Engine.replay_frame's mover column).
+cdef enum:
+    MOVER_POLICY = 0          # a controlled slot reading actions
+    MOVER_IDM_EGO = 1         # a controlled slot driven by the IDM law (Engine.set_ego_driver)
+    MOVER_PLANNER_EGO = 2     # a controlled slot driven by the planner (Engine.set_ego_driver)
+    MOVER_IDM = 3             # a rule-based IDM vehicle
+    MOVER_PLANNER = 4         # a planner-driven IDM vehicle (planner.pxd)
+    MOVER_REPLAY = 5          # a logged track replayed
+    MOVER_STATIC = 6          # a static actor (or a vehicle halted at its goal)
+    MOVER_PEDESTRIAN = 7      # a rule-based pedestrian (pedestrians.pxd)
+    N_MOVERS = 8
+
 # Columns of the per-class parameter table (EngineConfig.tables()["class_params"]).
 cdef enum:
     CP_DYN = 0

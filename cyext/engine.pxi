@@ -68,6 +68,8 @@ cdef class Engine:
     cdef int* act
     cdef int* nact
     cdef float* rew
+    cdef double* rterms                      # [W * K, N_REWARD_TERMS]: this step's reward by term
+    cdef int* sevt                           # [W * K]: this step's events, bits 1 << EVT_*
     cdef unsigned char* term
     cdef unsigned char* trunc
     cdef unsigned char* valid_p
@@ -182,6 +184,8 @@ cdef class Engine:
             "observations": np.zeros((W * K, self.obs_dim), dtype),
             "actions": np.zeros(W * K, np.int32),
             "rewards": np.zeros(W * K, np.float32),
+            "reward_terms": np.zeros((W * K, N_REWARD_TERMS), np.float64),
+            "step_events": np.zeros(W * K, np.int32),
             "terminated": np.zeros(W * K, np.bool_),
             "truncated": np.zeros(W * K, np.bool_),
             "valid": np.zeros(W * K, np.bool_),
@@ -209,6 +213,8 @@ cdef class Engine:
         self.act = <int*>_ptr_mut(b["actions"])
         self.nact = <int*>_ptr_mut(b["slot_nact"])
         self.rew = <float*>_ptr_mut(b["rewards"])
+        self.rterms = <double*>_ptr_mut(b["reward_terms"])
+        self.sevt = <int*>_ptr_mut(b["step_events"])
         self.term = <unsigned char*>_ptr_mut(b["terminated"])
         self.trunc = <unsigned char*>_ptr_mut(b["truncated"])
         self.valid_p = <unsigned char*>_ptr_mut(b["valid"])
@@ -555,6 +561,37 @@ cdef class Engine:
         (``ROLES``: 0 policy, 1 static, 2 log replay, 3 IDM, 4 crosswalk crosser, 5 jaywalker), ``slot`` (controlled slot or -1), ``alive``, and this
         step's flags ``collided offroad wrong_way red_light ran_stop_line goal_reached`` (int32)."""
         return _agents_view(self)
+
+    @property
+    def reward_terms(self):
+        """This step's reward of every slot by term, float64 ``[W * K, len(REWARD_TERMS)]`` (a read-only
+        view; rows of slots not judged this step are 0). The terms are added in column order:
+        ``rewards == float32(float32(sum of all but the last column, left to right) + float32(last))``
+        bit for bit (``terrazero_env.replay.reward_from_terms``)."""
+        v = self._buffers["reward_terms"].view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def step_events(self):
+        """This step's events of every slot, int32 ``[W * K]`` bits ``1 << i`` for the i-th name of
+        ``STEP_EVENTS`` (goal, collision, off-road, wrong way, stop sign run, red light, pedestrian
+        incursion, comfort); 0 for slots not judged this step. A read-only view."""
+        v = self._buffers["step_events"].view()
+        v.flags.writeable = False
+        return v
+
+    def replay_frame(self, int world):
+        """World ``world``'s agents now, for a replay (``terrazero_env.replay``): ``[n_agents]`` arrays
+        ``x y heading speed a_long a_lat length width`` (float64; metres, radians, m/s, m/s^2), ``cls``,
+        ``kind`` (``STATIC_KINDS``), ``mover`` (``MOVERS``: who moves it), ``alive`` (int8), ``slot``,
+        ``events`` (``step_events`` bits: a judged slot's own; an IDM vehicle's collision, red light
+        and stop sign) and ``partner`` (the lowest-index agent a collision overlaps, -1) (int32)."""
+        self._enter()
+        try:
+            return _replay_frame(self, world)
+        finally:
+            self._busy = False
 
     def planner_state(self, int world):
         """A copy of world ``world``'s planner state, per agent row (``[n_agents]`` arrays; planner.pxd):

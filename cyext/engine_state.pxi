@@ -103,3 +103,64 @@ cdef _planner_state(Engine e, int world):
         out["lane_changes"][i] = ps.stats[1]
         out["all_vetoed"][i] = ps.stats[2]
     return out
+
+cdef inline bint _judged(Engine e, Py_ssize_t w, const Agent* a) noexcept nogil:
+    """Whether the agent's slot was judged this step (its ``step_events`` row is this step's)."""
+    return a.slot >= 0 and e.valid_p[w * e.slots_per_world + a.slot] != 0
+
+cdef inline int _mover(Engine e, Py_ssize_t row, const Agent* a) noexcept nogil:
+    if a.role == ROLE_CONTROLLED:
+        return MOVER_IDM_EGO if a.ego_driver == 1 else (MOVER_PLANNER_EGO if a.ego_driver == 2 else MOVER_POLICY)
+    if a.role == ROLE_IDM:
+        return MOVER_PLANNER if e.plan[row].on else MOVER_IDM
+    if a.role == ROLE_LOG:
+        return MOVER_REPLAY
+    if a.role == ROLE_CROSSER or a.role == ROLE_JAYWALKER:
+        return MOVER_PEDESTRIAN
+    return MOVER_STATIC
+
+cdef _replay_frame(Engine e, int world):
+    if not 0 <= world < e.num_worlds:
+        raise ValueError(f"world must lie in [0, {e.num_worlds})")
+    cdef Py_ssize_t n = e.n_agents[world], i, j, base = world * e.max_agents
+    out = {k: np.zeros(n, np.float64) for k in ("x", "y", "heading", "speed", "a_long", "a_lat", "length", "width")}
+    out.update({k: np.zeros(n, np.int8) for k in ("cls", "kind", "mover", "alive")})
+    out.update({"slot": np.zeros(n, np.int32), "events": np.zeros(n, np.int32), "partner": np.full(n, -1, np.int32)})
+    cdef double[::1] x = out["x"], y = out["y"], hd = out["heading"], sp = out["speed"]
+    cdef double[::1] al = out["a_long"], at = out["a_lat"], ln = out["length"], wd = out["width"]
+    cdef signed char[::1] cl = out["cls"], kd = out["kind"], mv = out["mover"], alive = out["alive"]
+    cdef int[::1] slot = out["slot"], ev = out["events"], partner = out["partner"]
+    cdef Agent* a
+    cdef Agent* b
+    cdef double ra, rb, dx, dy
+    for i in range(n):
+        a = &e.agents[base + i]
+        x[i], y[i], hd[i], sp[i] = a.x, a.y, a.heading, a.speed
+        al[i], at[i], ln[i], wd[i] = a.a_long, a.a_lat, a.length, a.width
+        cl[i], kd[i], mv[i], alive[i] = a.cls, a.kind, _mover(e, base + i, a), a.alive != 0
+        slot[i] = a.slot
+        if _judged(e, world, a):
+            ev[i] = e.sevt[world * e.slots_per_world + a.slot]
+        elif a.alive and a.role == ROLE_IDM:
+            ev[i] = ((a.collided != 0) << EVT_COLLISION | (a.red_light != 0) << EVT_RED_LIGHT
+                     | (a.ran_stop_line != 0) << EVT_STOP_LINE)
+    # The partner of a collision: the lowest-index agent whose box overlaps (rules.collides' test, no
+    # clearance, the same elevation gate), among the agents present when the step judged (alive, or
+    # removed by this step's judgement).
+    for i in range(n):
+        if not ev[i] & (1 << EVT_COLLISION):
+            continue
+        a = &e.agents[base + i]
+        ra = 0.5 * sqrt(a.length * a.length + a.width * a.width)
+        for j in range(n):
+            b = &e.agents[base + j]
+            if j == i or not (b.alive or _judged(e, world, b)):
+                continue
+            dx = b.x - a.x
+            dy = b.y - a.y
+            rb = 0.5 * sqrt(b.length * b.length + b.width * b.width)
+            if (dx * dx + dy * dy <= (ra + rb) * (ra + rb) and fabs(b.z - a.z) <= e.z_gate and
+                    obb_overlap(a.x, a.y, a.heading, a.length, a.width, b.x, b.y, b.heading, b.length, b.width)):
+                partner[i] = <int>j
+                break
+    return out

@@ -126,6 +126,8 @@ cdef void _clear_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
         e.nact[r] = 0
         e.atype[r] = -1
         e.rew[r] = 0
+        memset(&e.rterms[r * N_REWARD_TERMS], 0, N_REWARD_TERMS * sizeof(double))
+        e.sevt[r] = 0
         e.term[r] = 0
         e.trunc[r] = 0
         e.valid_p[r] = 0

@@ -12,7 +12,11 @@ from common cimport (Agent, RW_GOAL, RW_COLLISION, RW_BOUNDARY, RW_COMFORT, RW_L
                      RW_VELOCITY, RW_VEL_ALIGN, RW_REVERSE, RW_TIMESTEP, RW_STOP_LINE, RW_RED_LIGHT,
                      RW_ROAD_INCURSION, RW_SPEED_LIMIT, RW_EDGE_PREFERENCE, RW_GOAL_PROGRESS,
                      RW_TARGET_SPEED, RW_WRONG_WAY, RW_B_CENTER, RW_GAMMA_COL, RW_V_SPEED_LIM,
-                     KIN_VEL, CP_VMAX)
+                     KIN_VEL, CP_VMAX, RT_GOAL, RT_COLLISION, RT_BOUNDARY, RT_COMFORT, RT_LANE_ALIGN,
+                     RT_LANE_CENTER, RT_VEL_ALIGN, RT_EDGE_PREFERENCE, RT_VELOCITY, RT_REVERSE, RT_TIMESTEP,
+                     RT_STOP_LINE, RT_RED_LIGHT, RT_ROAD_INCURSION, RT_SPEED_LIMIT, RT_GOAL_PROGRESS,
+                     RT_WRONG_WAY, N_REWARD_TERMS)
+from libc.string cimport memset
 
 
 # Values of RewardForm's fields (terrazero_env.config.VelAlignForm, SpeedLimitSource and
@@ -51,22 +55,38 @@ ctypedef struct StepEvents:
 
 
 cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, double dt,
-                               int handedness, const RewardForm* form) noexcept nogil:
+                               int handedness, const RewardForm* form, double* terms) noexcept nogil:
+    """The step's reward, and each term of it in ``terms`` (``N_REWARD_TERMS`` doubles, ``RT_*``
+    order, which is the order they are added in: the reward is their sum in that order, so a
+    reader of the terms recovers it bit for bit). A term that does not apply is 0."""
     cdef const double* w = a.rw
     cdef double v = a.speed
     cdef double speed = fabs(v)
     cdef double v_max = cp[CP_VMAX] * a.kin[KIN_VEL]
-    cdef double r = 0.0, target, edge, v_lim
+    cdef double r = 0.0, target, edge, v_lim, t
+    memset(terms, 0, N_REWARD_TERMS * sizeof(double))
     if e.goal:
-        r += w[RW_GOAL]
+        t = w[RW_GOAL]
+        terms[RT_GOAL] = t
+        r += t
     if e.collided:
-        r -= w[RW_COLLISION] + w[RW_GAMMA_COL] * speed
+        t = -(w[RW_COLLISION] + w[RW_GAMMA_COL] * speed)
+        terms[RT_COLLISION] = t
+        r += t
     if e.offroad:
-        r -= w[RW_BOUNDARY]
-    r -= w[RW_COMFORT] * e.comfort_violations
+        t = -w[RW_BOUNDARY]
+        terms[RT_BOUNDARY] = t
+        r += t
+    t = -(w[RW_COMFORT] * e.comfort_violations)
+    terms[RT_COMFORT] = t
+    r += t
     if a.lane >= 0:
-        r -= w[RW_LANE_ALIGN] * fabs(a.lane_heading_res)
-        r -= w[RW_LANE_CENTER] * fabs(a.lane_lat + w[RW_B_CENTER])
+        t = -(w[RW_LANE_ALIGN] * fabs(a.lane_heading_res))
+        terms[RT_LANE_ALIGN] = t
+        r += t
+        t = -(w[RW_LANE_CENTER] * fabs(a.lane_lat + w[RW_B_CENTER]))
+        terms[RT_LANE_CENTER] = t
+        r += t
         # Velocity alignment: distance to the target speed (the lane's posted limit unless a
         # positive target speed is set), per step (x dt, appendix B). NORMALIZED also divides by
         # v_max like the velocity term; TABLE8 is table 8's -alpha * |dv| in m/s.
@@ -75,33 +95,55 @@ cdef inline double step_reward(Agent* a, const StepEvents* e, const double* cp, 
             if target > v_max:
                 target = v_max
             if form.vel_align == VEL_ALIGN_TABLE8:
-                r -= w[RW_VEL_ALIGN] * dt * fabs(v - target)
+                t = -(w[RW_VEL_ALIGN] * dt * fabs(v - target))
             else:
-                r -= w[RW_VEL_ALIGN] * dt * fabs(v - target) / v_max
+                t = -(w[RW_VEL_ALIGN] * dt * fabs(v - target) / v_max)
+            terms[RT_VEL_ALIGN] = t
+            r += t
         if w[RW_EDGE_PREFERENCE] != 0.0 and a.lane_width > 0:
             # Toward the curb side: right of travel in right-hand traffic, left in left-hand.
             edge = (a.lane_lat if handedness == 1 else -a.lane_lat) / a.lane_width
             edge = -1.0 if edge < -1.0 else (1.0 if edge > 1.0 else edge)
-            r += w[RW_EDGE_PREFERENCE] * dt * edge
+            t = w[RW_EDGE_PREFERENCE] * dt * edge
+            terms[RT_EDGE_PREFERENCE] = t
+            r += t
     if v_max > 0:
-        r += w[RW_VELOCITY] * dt * v / v_max
+        t = w[RW_VELOCITY] * dt * v / v_max
+        terms[RT_VELOCITY] = t
+        r += t
     if v < 0:
-        r -= w[RW_REVERSE]
-    r += w[RW_TIMESTEP]
+        t = -w[RW_REVERSE]
+        terms[RT_REVERSE] = t
+        r += t
+    t = w[RW_TIMESTEP]
+    terms[RT_TIMESTEP] = t
+    r += t
     if e.stop_line:
-        r -= w[RW_STOP_LINE]
+        t = -w[RW_STOP_LINE]
+        terms[RT_STOP_LINE] = t
+        r += t
     if e.red_light:
-        r -= w[RW_RED_LIGHT] + w[RW_GAMMA_COL] * speed
+        t = -(w[RW_RED_LIGHT] + w[RW_GAMMA_COL] * speed)
+        terms[RT_RED_LIGHT] = t
+        r += t
     if e.incursion:
-        r -= w[RW_ROAD_INCURSION] * dt
+        t = -(w[RW_ROAD_INCURSION] * dt)
+        terms[RT_ROAD_INCURSION] = t
+        r += t
     v_lim = w[RW_V_SPEED_LIM]
     if form.speed_limit == SPEED_LIMIT_LANE and a.lane >= 0 and a.lane_speed > 0:
         v_lim = a.lane_speed   # appendix B: v_lim "resolved per lane from the posted limit"
     if w[RW_SPEED_LIMIT] != 0.0 and v_lim > 0 and speed > v_lim and v_max > 0:
-        r -= w[RW_SPEED_LIMIT] * dt * (speed - v_lim) / v_max
-    r += w[RW_GOAL_PROGRESS] * e.goal_progress
+        t = -(w[RW_SPEED_LIMIT] * dt * (speed - v_lim) / v_max)
+        terms[RT_SPEED_LIMIT] = t
+        r += t
+    t = w[RW_GOAL_PROGRESS] * e.goal_progress
+    terms[RT_GOAL_PROGRESS] = t
+    r += t
     if e.wrong_way:
-        r -= w[RW_WRONG_WAY] * dt
+        t = -(w[RW_WRONG_WAY] * dt)
+        terms[RT_WRONG_WAY] = t
+        r += t
     return r
 
 

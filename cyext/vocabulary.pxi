@@ -126,6 +126,24 @@ REWARD_PARAMS = _ordered("reward parameters", (
     (RW_TARGET_SPEED, "target_speed"), (RW_WRONG_WAY, "wrong_way"), (RW_DELTA_GOAL, "delta_goal"),
     (RW_V_GOAL, "v_goal"), (RW_GAMMA_COL, "gamma_col"), (RW_B_CENTER, "b_center"),
     (RW_V_SPEED_LIM, "v_speed_lim")), N_REWARD)
+#: Columns of ``Engine.reward_terms``: each term of a controlled slot's step reward, in the order added.
+REWARD_TERMS = _ordered("reward terms", (
+    (RT_GOAL, "goal"), (RT_COLLISION, "collision"), (RT_BOUNDARY, "boundary"), (RT_COMFORT, "comfort"),
+    (RT_LANE_ALIGN, "lane_align"), (RT_LANE_CENTER, "lane_center"), (RT_VEL_ALIGN, "vel_align"),
+    (RT_EDGE_PREFERENCE, "edge_preference"), (RT_VELOCITY, "velocity"), (RT_REVERSE, "reverse"),
+    (RT_TIMESTEP, "timestep"), (RT_STOP_LINE, "stop_line"), (RT_RED_LIGHT, "red_light"),
+    (RT_ROAD_INCURSION, "road_incursion"), (RT_SPEED_LIMIT, "speed_limit"), (RT_GOAL_PROGRESS, "goal_progress"),
+    (RT_WRONG_WAY, "wrong_way"), (RT_NEW_GOAL_CHARGE, "new_goal_charge")), N_REWARD_TERMS)
+#: Bits of ``Engine.step_events`` (bit ``1 << i`` for the i-th name).
+STEP_EVENTS = _ordered("step events", (
+    (EVT_GOAL, "goal"), (EVT_COLLISION, "collision"), (EVT_OFFROAD, "offroad"), (EVT_WRONG_WAY, "wrong_way"),
+    (EVT_STOP_LINE, "stop_line"), (EVT_RED_LIGHT, "red_light"), (EVT_INCURSION, "incursion"),
+    (EVT_COMFORT, "comfort")), N_EVENTS)
+#: Values of ``Engine.replay_frame``'s ``mover`` column.
+MOVERS = _ordered("movers", (
+    (MOVER_POLICY, "policy"), (MOVER_IDM_EGO, "idm_ego"), (MOVER_PLANNER_EGO, "planner_ego"), (MOVER_IDM, "idm"),
+    (MOVER_PLANNER, "planner"), (MOVER_REPLAY, "replay"), (MOVER_STATIC, "static"),
+    (MOVER_PEDESTRIAN, "pedestrian")), N_MOVERS)
 #: Columns of the per-class parameter table (``class_params``, one row per agent class).
 CLASS_PARAMS = _ordered("class parameters", (
     (CP_DYN, "dynamics"), (CP_LEN_LO, "length_lo"), (CP_LEN_HI, "length_hi"), (CP_WID_LO, "width_lo"),
@@ -159,7 +177,8 @@ VOCABULARY = {
     "signal_controllers": SIGNAL_CONTROLLERS, "signal_stages": SIGNAL_STAGES, "signal_states": SIGNAL_STATES,
     "stop_states": STOP_STATES, "road_types": ROAD_TYPES, "kinematic_params": KINEMATIC_PARAMS,
     "counters": COUNTER_NAMES, "episode_metrics": EPISODE_METRIC_NAMES, "collision_types": COLLISION_TYPES,
-    "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS,
+    "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS, "reward_terms": REWARD_TERMS,
+    "step_events": STEP_EVENTS, "movers": MOVERS,
     "crossing_groups": CROSSING_GROUPS, "pedestrian_stats": PEDESTRIAN_STATS,
     "static_kinds": STATIC_KINDS, "static_generators": STATIC_GENERATORS,
 }

@@ -35,6 +35,8 @@ cdef void _open_slots(Engine e, Py_ssize_t w, bint over) noexcept nogil:
     for k in range(K):
         r = w * K + k
         e.rew[r] = 0
+        memset(&e.rterms[r * N_REWARD_TERMS], 0, N_REWARD_TERMS * sizeof(double))
+        e.sevt[r] = 0
         e.term[r] = 0
         e.trunc[r] = 0
         i = e.slot_of[r]
@@ -164,7 +166,8 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     if e.rform.shaping == PROGRESS_POTENTIAL and paid:
         ev.goal_progress += (1.0 - e.rform.gamma) * dg
     goal_check(a, d, &ev)
-    e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform)
+    e.rew[r] = <float>step_reward(a, &ev, cp, e.dt, m.handedness, &e.rform, &e.rterms[r * N_REWARD_TERMS])
+    e.sevt[r] = _event_bits(&ev)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
     episode_metrics_step(&e.em[r * N_EPISODE_METRICS], m, &e.agents[base], e.n_agents[w], i, prev_lane, st.sl,
                          &e.metp, e.z_gate, e.dt, ev.offroad_excursion)
@@ -175,7 +178,15 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
             and a.prev_goal_dist >= 0):
         # the step drew a new goal: charge its distance back (rewards.pxd: PROGRESS_POTENTIAL), so the
         # step pays d_prev - gamma * d_new in all
-        e.rew[r] += <float>(a.rw[RW_GOAL_PROGRESS] * e.rform.gamma * (dg - a.prev_goal_dist))
+        e.rterms[r * N_REWARD_TERMS + RT_NEW_GOAL_CHARGE] = a.rw[RW_GOAL_PROGRESS] * e.rform.gamma * (dg - a.prev_goal_dist)
+        e.rew[r] += <float>e.rterms[r * N_REWARD_TERMS + RT_NEW_GOAL_CHARGE]
+
+cdef inline int _event_bits(const StepEvents* ev) noexcept nogil:
+    """The step's events as bits ``1 << EVT_*`` (``Engine.step_events``)."""
+    return ((ev.goal != 0) << EVT_GOAL | (ev.collided != 0) << EVT_COLLISION | (ev.offroad != 0) << EVT_OFFROAD
+            | (ev.wrong_way != 0) << EVT_WRONG_WAY | (ev.stop_line != 0) << EVT_STOP_LINE
+            | (ev.red_light != 0) << EVT_RED_LIGHT | (ev.incursion != 0) << EVT_INCURSION
+            | (ev.comfort_violations > 0) << EVT_COMFORT)
 
 cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:
     """Apply a consequence (``rules.consequence``) or, failing one that removes the agent, the goal
