@@ -1,7 +1,8 @@
 """Check an sdist's contents against the source tree: everything a build needs, nothing else.
 
 Required: every Cython source under ``cyext/`` (``.pyx``, ``.pxd``, ``.pxi``, ``.h``), every Python module
-of the installed packages, every bundled map, spec, preset and attribution file under ``assets/``, and
+of the installed packages, every bundled map, spec, preset and attribution file under ``assets/``, the replay viewer's script and
+stylesheet, and
 ``setup.py``, ``pyproject.toml``, ``MANIFEST.in``, ``README.md``, ``LICENSE``, ``CHANGELOG.md``.
 Forbidden: generated C, compiled modules, caches, tests, examples, benchmarks, docs, tools and runs.
 Prints what is missing or extra and exits non-zero on either.
@@ -33,6 +34,8 @@ def required_files(root: Path) -> set[str]:
         need |= {p.relative_to(root).as_posix() for p in (root / d).rglob("*.py") if "__pycache__" not in p.parts}
     for pat in ("*.tzb", "*.yaml", "*.md"):
         need |= {p.relative_to(root).as_posix() for p in (root / "assets").rglob(pat)}
+    for pat in ("*.js", "*.css"):  # the replay viewer's page assets
+        need |= {p.relative_to(root).as_posix() for p in (root / "terrazero_env" / "viewer_assets").glob(pat)}
     return need
 
 
