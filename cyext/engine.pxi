@@ -130,6 +130,7 @@ cdef class Engine:
     cdef double log_role_w[N_CLASSES * N_LOG_ROLES]  # InitConfig.log_role_table(): weights of each role
     cdef int log_role_only[N_CLASSES]        # the one role of a class with a single non-zero weight, else -1
     cdef double offroad_tol                  # m: EngineConfig.offroad_tolerance
+    cdef bint lane_tracking                  # EngineConfig.lane_tracking (rules.lane_state_tracked)
     cdef double dt, wrong_way_angle, lane_max_dist, lane_align_cos, z_gate, agent_cell, noise_std, noise_clip, state_dropout
     cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, conseq_red_light, init_mode, goal_behavior
     cdef int n_min, n_max, tries, randomize_kin

@@ -146,7 +146,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
                           e.agent_cell, e.z_gate, 0.0)
     ev.collided = a.collided
-    lane_state(m, a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
+    _agent_lane_state(e, w, a)
     if a.cls == CLS_PEDESTRIAN:
         pedestrian_rules(m, a, &ev)
     else:
@@ -187,6 +187,15 @@ cdef inline int _event_bits(const StepEvents* ev) noexcept nogil:
             | (ev.wrong_way != 0) << EVT_WRONG_WAY | (ev.stop_line != 0) << EVT_STOP_LINE
             | (ev.red_light != 0) << EVT_RED_LIGHT | (ev.incursion != 0) << EVT_INCURSION
             | (ev.comfort_violations > 0) << EVT_COMFORT)
+
+cdef void _agent_lane_state(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    """The agent's lane state: with ``lane_tracking``, a vehicle's by continuity from the lane in
+    ``a.lane`` (``rules.lane_state_tracked``); otherwise, and for pedestrians, the nearest centerline
+    (``rules.lane_state``)."""
+    if e.lane_tracking and a.cls != CLS_PEDESTRIAN:
+        lane_state_tracked(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.lane_align_cos, e.ego.topology_cap, &e.lg[w])
+    else:
+        lane_state(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
 
 cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:
     """Apply a consequence (``rules.consequence``) or, failing one that removes the agent, the goal
