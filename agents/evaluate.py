@@ -167,7 +167,8 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
              *, video: str | Path | None = None, config_name: str = "the config",
              video_dpi: int = 80, video_fps: int = 10, video_zoom: float | None = None,
              filmstrip: str | Path | None = None, filmstrip_episodes: int = 3,
-             progress_reference: str = "idm") -> dict[str, Any]:
+             progress_reference: str = "idm", replay: str | Path | None = None, replay_worst: int | None = None,
+             replay_episodes: Sequence[int] | None = None) -> dict[str, Any]:
     """Run exactly ``episodes`` completed episodes of ``model`` (anything with SB3's ``predict``) on
     ``config`` and return ``{"rows": {key: row}, "per_episode": {...}, ...}``; a row holds
     ``label``, ``kind`` ("rate" or "mean"), ``value``, ``ci_low``, ``ci_high``, ``n`` and, for rates,
@@ -178,7 +179,11 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     (:func:`terrazero_env.metrics.closed_loop_metrics`: the score, its terms and FAST's metrics);
     ``filmstrip``: a PNG of the ``filmstrip_episodes`` lowest-scoring episodes, 6 frames each.
     ``progress_reference``: what ego progress is measured against, ``"idm"`` or ``"limit"`` (see the
-    module docstring); the result names it. Deterministic in ``seed``."""
+    module docstring); the result names it. ``replay``: a folder that receives a browser replay of
+    every episode (``episode_NNNN.tzr`` and ``.html``, :mod:`terrazero_env.viewer`, and an
+    ``index.html``), or of the ``replay_worst`` lowest-scoring ones, or of the episode indices in
+    ``replay_episodes``; ``result["replays"]`` lists them. Deterministic in ``seed``."""
+    chosen = _check_replay_options(replay, replay_worst, replay_episodes, episodes)
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
     seed = check_seed(seed, "seed")  # [0, 2**64): no two seeds alias one evaluation
@@ -199,9 +204,15 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
         with torch.random.fork_rng(devices=devices):  # sampled actions follow ``seed``; global RNG untouched
             torch.manual_seed(int(seed) % (1 << 63))
             history: dict[int, list[np.ndarray]] | None = {} if filmstrip is not None else None
+            store: dict[tuple[int, int], Any] | None = {} if replay is not None else None
             per, rounds, video_out = _rollouts(act, venv, episodes, seed, video_path, video_dpi, video_fps, video_zoom,
-                                               history, progress_reference=progress_reference, begin=begin)
+                                               history, progress_reference=progress_reference, begin=begin,
+                                               replays=store)
         closed = closed_loop_from(per, float(cfg.dt))
+        if replay is not None:
+            picks = chosen if chosen is not None else (
+                np.argsort(closed["score"], kind="stable")[:replay_worst].tolist() if replay_worst else range(episodes))
+            replays = write_replays(replay, per, closed["score"], store, picks, config_name)
         if filmstrip is not None:
             film = _worst_filmstrip(venv.engine, per, closed["score"], history, filmstrip, filmstrip_episodes)
     finally:
@@ -213,9 +224,53 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
                               "closed_loop": {k: v.tolist() for k, v in closed.items()}}
     if filmstrip is not None:
         result["filmstrip"] = film
+    if replay is not None:
+        result["replays"] = replays
     if video_out is not None:
         result["video"] = video_out
     return result
+
+
+def _check_replay_options(replay: Any, worst: int | None, picks: Sequence[int] | None,
+                          episodes: int) -> list[int] | None:
+    """Check ``evaluate``'s replay options; the episode indices named by ``picks``, if any."""
+    if replay is None:
+        if worst is not None or picks is not None:
+            raise ValueError("replay_worst and replay_episodes choose what goes into a replay folder: pass replay")
+        return None
+    if worst is not None and picks is not None:
+        raise ValueError("give replay_worst or replay_episodes, not both")
+    if worst is not None and (isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 1):
+        raise ValueError(f"replay_worst must be a positive integer, got {worst!r}")
+    if picks is None:
+        return None
+    out = [int(i) for i in picks]
+    bad = [i for i in out if not 0 <= i < episodes]
+    if bad:
+        raise ValueError(f"replay_episodes {bad} outside [0, {episodes})")
+    return out
+
+
+def write_replays(folder: str | Path, per: dict[str, Any], score: np.ndarray, store: dict[tuple[int, int], Any],
+                  picks: Sequence[int], config_name: str, group: str = "", prefix: str = "episode_",
+                  index: bool = True) -> list[dict[str, Any]]:
+    """Write the replays of the episodes ``picks`` (indices into ``per``) from ``store`` (``_rollouts``'
+    ``replays``: a recording per round and world) into ``folder``, each focused on its episode's agent
+    and titled with its score; returns the viewer's index entries."""
+    from terrazero_env.viewer import write_episode_replays
+
+    eps = []
+    for i in picks:
+        rnd, w, agent = per["episode_id"][int(i)]
+        s = float(score[int(i)])
+        happened = [k for k, v in per["events"].items() if v[int(i)]]
+        eps.append({"replay": store[(rnd, w)], "name": f"{prefix}{int(i):04d}", "focus": int(agent),
+                    "title": f"{group} scene {int(i)}" if group else f"episode {int(i)} (round {rnd}, world {w})",
+                    "score": s if np.isfinite(s) else None, "group": group, "episode": int(i),
+                    "return": float(per["return"][int(i)]), "length": int(per["length"][int(i)]),
+                    "events": happened, "config": config_name})
+    entries = write_episode_replays(folder, eps, title=f"TerraZero replays ({config_name})", index=index)
+    return [{**ent, "episode": int(i)} for ent, i in zip(entries, picks)]
 
 
 def _controller(model: Any, venv: Any, deterministic: bool,
@@ -250,11 +305,34 @@ def compare_policies(model_a: Any, model_b: Any, config: EngineConfig, episodes:
     """Run ``model_a`` and ``model_b`` on the same episodes (``config`` and ``seed`` fix every world's
     scene, so episode i of A and of B start identically) and compare their closed-loop metrics pair by
     pair (:func:`terrazero_env.metrics.compare`: means, A - B and its delete-one jackknife 95% interval).
-    ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``); both use ``progress_reference``."""
-    res_a = evaluate(model_a, config, episodes, seed, deterministic, progress_reference=progress_reference, **kwargs)
+    ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``); both use ``progress_reference``.
+    ``replay``: a folder receiving A's replays under ``a/``, B's of the same episodes under ``b/`` and,
+    per episode, a page playing both side by side in step (``vs_NNNN.html``, listed by ``index.html``);
+    ``replay_worst``: only the episodes where A scored lowest."""
+    replay = kwargs.pop("replay", None)
+    worst = kwargs.pop("replay_worst", None)
+    folder = Path(replay) if replay is not None else None
+    res_a = evaluate(model_a, config, episodes, seed, deterministic, progress_reference=progress_reference,
+                     replay=None if folder is None else folder / "a", replay_worst=worst, **kwargs)
+    picks = None if folder is None else [ent["episode"] for ent in res_a["replays"]]
     res_b = evaluate(model_b, config, episodes, seed, deterministic, progress_reference=progress_reference,
-                     config_name=kwargs.get("config_name", "the config"))
-    return {"a": res_a, "b": res_b, "comparison": compare(res_a["closed_loop"], res_b["closed_loop"])}
+                     config_name=kwargs.get("config_name", "the config"),
+                     replay=None if folder is None else folder / "b", replay_episodes=picks)
+    out = {"a": res_a, "b": res_b, "comparison": compare(res_a["closed_loop"], res_b["closed_loop"])}
+    if folder is not None:
+        from terrazero_env.viewer import write_side_by_side
+
+        score_b = {ent["episode"]: ent["score"] for ent in res_b["replays"]}
+        pairs = [(f"a/{ea['replay']}", f"b/{ea['replay']}",
+                  {"name": f"vs_{ea['episode']:04d}", "score": ea["score"],
+                   "title": f"episode {ea['episode']}: A {_fmt(ea['score'])} | B {_fmt(score_b[ea['episode']])}"})
+                 for ea in res_a["replays"]]
+        out["replays"] = write_side_by_side(folder, pairs, title="A (left) and B (right), in step")
+    return out
+
+
+def _fmt(score: float | None) -> str:
+    return "-" if score is None else f"{score:.1f}"
 
 
 def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int, seed: int,
@@ -263,7 +341,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
               history: dict[int, list[np.ndarray]] | None = None,
               scenes: Sequence[tuple[int, int]] | None = None,
               progress_reference: str = "limit",
-              begin: Callable[[np.ndarray], None] | None = None) -> tuple[dict[str, Any], int, str | None]:
+              begin: Callable[[np.ndarray], None] | None = None,
+              replays: dict[tuple[int, int], Any] | None = None) -> tuple[dict[str, Any], int, str | None]:
     """Per-episode outcomes (``events``: counter name -> happened at least once; ``counts``; ``progress``;
     ``return``; ``length`` in steps; ``engine_metrics``: the slot's ``Engine.episode_metrics`` row when
     the episode ended; ``episode_id``: (round, world, agent index)), the number of rounds, and the
@@ -274,7 +353,9 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
     their number. ``progress_reference``: ``"idm"`` adds an IDM reference rollout per round
     (:func:`_idm_reference`); ``reference_progress`` holds each episode's reference (m) either way.
     ``begin``, when given, is called after every reset with the slots holding a controlled agent (a
-    baseline driver takes them over, :mod:`terrazero_env.drivers`)."""
+    baseline driver takes them over, :mod:`terrazero_env.drivers`). ``replays``, when given, receives a
+    :class:`~terrazero_env.replay.Replay` of every world with a kept episode, per ``(round, world)``,
+    recorded from its reset until its kept episodes end."""
     e = venv.engine
     W, K, n = venv.num_worlds, venv.slots_per_world, venv.num_envs
     names = list(core.COUNTER_NAMES)
@@ -329,6 +410,13 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
         if history is not None:
             frames = [np.array(e.agents)]
         d_end = np.full(n, np.nan)
+        recs: dict[int, Any] = {}
+        if replays is not None:
+            from terrazero_env.replay import ReplayRecorder
+
+            recs = {int(w): ReplayRecorder(e, int(w)) for w in np.unique(order // K)}
+            for rec in recs.values():
+                rec.capture()
         if rnd == 0 and video_path is not None:
             from terrazero_env.render import RolloutRecorder
 
@@ -338,7 +426,10 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
             record = recorder is not None and live[:K].any()
             if not (live & wanted).any() and not record:
                 break
+            recording = [w for w in recs if (live & wanted)[w * K:(w + 1) * K].any()]
             obs, rew, term, trunc, info = venv.step(np.asarray(act(np.array(obs)), np.int64).reshape(n))
+            for w in recording:
+                recs[w].capture()
             step_valid = np.asarray(info["valid"], bool)
             stepped = live & step_valid
             ret[stepped] += rew[stepped]
@@ -360,6 +451,8 @@ def _rollouts(act: Callable[[np.ndarray], np.ndarray], venv: Any, episodes: int,
         if recorder is not None:
             video_out = str(recorder.save(video_path, fps=video_fps))
             recorder = None
+        for w, rec in recs.items():
+            replays[(rnd, w)] = rec.replay()
         goal_col = names.index("goal_reached") if "goal_reached" in names else None
         if history is not None:
             history[rnd] = frames

@@ -17,6 +17,7 @@ batch of scenes) or the posted limit (``"limit"``); see :mod:`terrazero_env.agen
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import terrazero_env
 from terrazero_env.config import EngineConfig
 from terrazero_env.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
-from .evaluate import _controller, _rollouts, check_progress_reference, closed_loop_from
+from .evaluate import _controller, _rollouts, check_progress_reference, closed_loop_from, write_replays
 
 __all__ = ["evaluate_suite"]
 
@@ -34,13 +35,15 @@ __all__ = ["evaluate_suite"]
 def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", scenes: int = 20, seed: int = 0,
                    *, families: Sequence[str] | None = None, config_name: str = "the config",
                    on_family: Callable[[dict[str, Any]], None] | None = None,
-                   progress_reference: str = "idm") -> dict[str, Any]:
+                   progress_reference: str = "idm", replay: str | Path | None = None) -> dict[str, Any]:
     """Evaluate ``model`` (anything with SB3's ``predict``, or a :class:`~terrazero_env.drivers.Driver`) on ``scenes`` qualifying scenes of every
     family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
     ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
     [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.suites.family_row`).
     ``on_family`` is called with each row as soon as it is ready; ``progress_reference``: ``"idm"`` or
-    ``"limit"``, named in the result. Deterministic in ``seed``."""
+    ``"limit"``, named in the result. ``replay``: a folder receiving each scene's browser replay
+    (``FAMILY/scene_NNNN.tzr`` and ``.html``) and an ``index.html``, a row per family, each scene with
+    its score. Deterministic in ``seed``."""
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
     check_progress_reference(progress_reference)
@@ -52,6 +55,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
             raise ValueError(f"unknown {suite} families {unknown}; known: {', '.join(known)}")
         fams = tuple(f for f in fams if f.name in families)
     rows: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
     closed_all: dict[str, dict[str, list[float]]] = {}
     seeds_all: dict[str, list[list[int]]] = {}
     for fam in fams:
@@ -64,18 +68,28 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
             devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(int(seed) % (1 << 63))
+                store: dict[tuple[int, int], Any] | None = {} if replay is not None else None
                 per, _, _ = _rollouts(act, venv, len(found), seed, None, 80, 10,
                                       scenes=[(s.seed, s.slot) for s in found],
-                                      progress_reference=progress_reference, begin=begin)
+                                      progress_reference=progress_reference, begin=begin, replays=store)
         finally:
             venv.close()
         closed = closed_loop_from(per, float(cfg.dt))
+        if replay is not None:
+            entries += write_replays(replay, per, closed["score"], store, range(len(found)), config_name,
+                                     group=fam.name, prefix=f"{fam.name}/scene_", index=False)
         row = family_row(fam, scanned, per, closed)
         rows.append(row)
         closed_all[fam.name] = {k: v.tolist() for k, v in closed.items()}
         seeds_all[fam.name] = [[s.seed, s.slot] for s in found]
         if on_family is not None:
             on_family(row)
-    return {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True,
-            "progress_reference": progress_reference, "families": rows,
-            "mean": suite_mean(rows), "closed_loop": closed_all, "scene_seeds": seeds_all}
+    out = {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True,
+           "progress_reference": progress_reference, "families": rows,
+           "mean": suite_mean(rows), "closed_loop": closed_all, "scene_seeds": seeds_all}
+    if replay is not None:
+        from terrazero_env.viewer import write_index
+
+        write_index(replay, entries, f"{suite} suite: a row per family, each scene with its score")
+        out["replays"] = entries
+    return out

@@ -6,6 +6,8 @@
     terrazero maps list                      bundled maps
     terrazero maps regenerate [--out-dir D]  rebuild the bundled maps from their YAML specs
     terrazero render --preset quick --steps 200 -o rollout.mp4   record a rollout (GIF fallback)
+    terrazero render --preset planner --policy reference --replay ep.tzr   a browser replay (+ ep.html)
+    terrazero view runs/replays              serve replays on localhost (eval --replay DIR writes them)
     terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
     terrazero eval runs/quick --episodes 100 [--deterministic] [--json eval.json]   evaluate a checkpoint
     terrazero eval runs/early --vs runs/final [--chart vs.png] [--filmstrip worst.png]   paired comparison
@@ -100,24 +102,46 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
     from .config_io import load_config
     from .render import RolloutRecorder
 
+    if args.output is None and args.replay is None:
+        raise ValueError("name what to write: -o OUT (.gif or .mp4), --replay FILE (.tzr), or both")
     cfg = load_config(args.preset, **_set_overrides(args.set)).with_overrides(num_worlds=1)
     engine = core.Engine(cfg)
     engine.reset([0], [args.seed])
-    rec = RolloutRecorder(engine, 0, zoom=args.zoom, dpi=args.dpi)
+    rec = RolloutRecorder(engine, 0, zoom=args.zoom, dpi=args.dpi) if args.output is not None else None
+    replay = None
+    if args.replay is not None:
+        from .replay import ReplayRecorder
+
+        replay = ReplayRecorder(engine, 0, meta={"title": f"{args.preset}, seed {args.seed}, {args.policy} actions"})
     rng = np.random.default_rng(args.seed)
     hold = np.array([int(np.nonzero((engine.action_values(c) == 0).all(axis=1))[0][0]) for c in range(5)])
-    rec.capture()
+    for r in (rec, replay):
+        if r is not None:
+            r.capture()
     for _ in range(args.steps):
         types = engine.agent_type
         if args.policy == "random":
             nact = np.array([engine.num_actions(max(int(t), 0)) for t in types])
             acts = (rng.random(types.shape[0]) * nact).astype(np.int32)
+        elif args.policy == "reference":
+            acts = engine.reference_actions()
         else:  # keep the current speed and curvature
             acts = hold[np.maximum(types, 0)].astype(np.int32)
         engine.step(acts)
-        rec.capture()
-    out = rec.save(args.output, fps=args.fps)
-    print(f"wrote {out} ({len(rec.frames)} frames)")
+        for r in (rec, replay):
+            if r is not None:
+                r.capture()
+    if rec is not None:
+        out = rec.save(args.output, fps=args.fps)
+        print(f"wrote {out} ({len(rec.frames)} frames)")
+    if replay is not None:
+        from pathlib import Path
+
+        from .viewer import write_viewer
+
+        path = replay.save(args.replay)
+        page = write_viewer(path, Path(f"{path}.html") if path.suffix != ".tzr" else path.with_suffix(".html"))
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB, {replay.replay().num_frames} frames) and {page}")
     return 0
 
 
@@ -214,13 +238,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         try:
             out = compare_policies(model, model_b, cfg, episodes=args.episodes, seed=args.seed,
                                    deterministic=args.deterministic, config_name=f"config {source}",
-                                   filmstrip=args.filmstrip, progress_reference=args.progress_reference)
+                                   filmstrip=args.filmstrip, progress_reference=args.progress_reference,
+                                   **_replay_options(args))
         except RuntimeError as e:
             raise ValueError(str(e)) from e
         print(f"A = {subject_a[0]}\nB = {subject_b[0]}\nboth on {', '.join(out['a']['maps'])} (config {source}): "
               f"{args.episodes} paired episodes, seed {args.seed}, {actions}, "
               f"ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
         print(format_comparison(out["comparison"], "A", "B"))
+        _print_replays(out, args.replay)
         if args.chart:
             from .eval_plots import comparison_chart
 
@@ -241,7 +267,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         result = evaluate(model, cfg, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic,
                           video=args.video, video_dpi=args.video_dpi, video_zoom=args.video_zoom, config_name=f"config {source}",
-                          filmstrip=args.filmstrip, progress_reference=args.progress_reference)
+                          filmstrip=args.filmstrip, progress_reference=args.progress_reference,
+                          **_replay_options(args))
     except RuntimeError as e:
         raise ValueError(str(e)) from e
     actions = f"{mode} actions" if subject_a[2] is None else "the driver's actions"
@@ -250,6 +277,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
           f"in {result['rounds']} round(s); ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     print(format_table(result))
     print(format_closed_loop(result["closed_loop"]))
+    _print_replays(result, args.replay)
     for key in ("video", "filmstrip"):
         if key in result:
             print(f"wrote {result[key]}")
@@ -278,18 +306,65 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
           f"seed {args.seed}, {actions}, ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     try:
         out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
-                             progress_reference=args.progress_reference,
+                             progress_reference=args.progress_reference, replay=_replay_options(args).get("replay"),
                              on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} "
                                                        f"({r['scenes']} scenes of {r['scanned']} seeds)", flush=True))
     except RuntimeError as e:
         raise ValueError(str(e)) from e
     print(format_suite(out["families"], out["mean"]))
+    _print_replays(out, args.replay)
     if args.json:
         from pathlib import Path
 
         who = {"checkpoint": str(subject[1])} if subject[2] is None else {"driver": subject[2]}
         Path(args.json).write_text(json.dumps({**who, "config": source, **out}, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
+    return 0
+
+
+def _replay_options(args: argparse.Namespace) -> dict[str, object]:
+    """``--replay DIR`` / ``--replay-worst K`` of ``terrazero eval`` as keyword arguments."""
+    if args.replay_worst is not None and args.replay is None:
+        raise ValueError("--replay-worst chooses the episodes of a --replay folder: name one with --replay")
+    if args.replay_worst is not None and args.suite is not None:
+        raise ValueError("--suite writes a replay of every scene; --replay-worst does not combine with it")
+    if args.replay is None:
+        return {}
+    return {"replay": args.replay, "replay_worst": args.replay_worst} if args.suite is None else {"replay": args.replay}
+
+
+def _print_replays(result: dict, folder: str | None) -> None:
+    if result.get("replays") is not None:
+        print(f"wrote {len(result['replays'])} replay page(s) and {folder}/index.html; open them from disk, "
+              f"or: terrazero view {folder}")
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .viewer import serve, write_viewer
+
+    if args.html is not None:
+        if Path(args.path).is_dir():
+            raise ValueError("--html writes the page of one replay: name a .tzr file, not a folder")
+        print(f"wrote {write_viewer(args.path, args.html)}")
+        return 0
+    server = serve(args.path, args.port, args.host, background=True)
+    url = f"http://{server.server_address[0]}:{server.server_address[1]}/"
+    print(f"serving {args.path} at {url} (Ctrl-C stops)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(url)
+    try:
+        import threading
+
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
     return 0
 
 
@@ -365,15 +440,18 @@ def make_parser() -> argparse.ArgumentParser:
     rr.add_argument("--preset", default="quick")
     rr.add_argument("--steps", type=int_in(0, 10**6), default=200)
     rr.add_argument("--seed", type=SEED, default=0, help="an integer in [0, 2**64)")
-    rr.add_argument("--policy", choices=["hold", "random"], default="hold",
-                    help="hold: keep speed and curvature; random: uniform actions")
+    rr.add_argument("--policy", choices=["hold", "random", "reference"], default="hold",
+                    help="hold: keep speed and curvature; random: uniform actions; reference: the reference driver")
     rr.add_argument("--zoom", type=positive_float(), default=None,
                     help="half-width (m) of a window on the first controlled agent")
     rr.add_argument("--dpi", type=int_in(1, 10**6), default=80)
     rr.add_argument("--fps", type=int_in(1, 1000), default=10)
     rr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="dotted config override, e.g. --set init.num_agents=[10,20]")
-    rr.add_argument("-o", "--output", required=True, help=".mp4 (needs imageio-ffmpeg) or .gif")
+    rr.add_argument("-o", "--output", default=None, help=".mp4 (needs imageio-ffmpeg) or .gif")
+    rr.add_argument("--replay", default=None, metavar="FILE",
+                    help="also (or instead of -o) record the rollout as a browser replay FILE (.tzr) with "
+                         "its self-contained page FILE.html beside it")
     rr.set_defaults(func=_cmd_render_rollout)
     t = sub.add_parser("train", help="train PPO (SMPO, V-trace, PopArt, priorities) with DPSA sampling")
     add_train_arguments(t)
@@ -421,7 +499,20 @@ def make_parser() -> argparse.ArgumentParser:
                          "unpickling runs code from the file: only for files you trust")
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--torch-threads", type=THREADS, default=None)
+    ev.add_argument("--replay", default=None, metavar="DIR",
+                    help="write a browser replay of every episode (or scene, with --suite) to DIR: .tzr files, "
+                         "a self-contained .html page each and an index.html (with --vs: both runs side by side)")
+    ev.add_argument("--replay-worst", type=int_in(1, 10**7), default=None, metavar="K",
+                    help="with --replay: only the K lowest-scoring episodes (of A with --vs)")
     ev.set_defaults(func=_cmd_eval)
+    vw = sub.add_parser("view", help="serve a replay (.tzr) or a folder of them on localhost in the browser viewer")
+    vw.add_argument("path", help="a .tzr file or a folder searched for them")
+    vw.add_argument("--port", type=int_in(0, 65535), default=8765, help="0: any free port")
+    vw.add_argument("--host", default="127.0.0.1")
+    vw.add_argument("--open", action="store_true", help="open the page in the default browser")
+    vw.add_argument("--html", default=None, metavar="OUT",
+                    help="instead of serving, write one self-contained page of the replay to OUT")
+    vw.set_defaults(func=_cmd_view)
     return p
 
 

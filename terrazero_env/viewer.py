@@ -28,7 +28,8 @@ from urllib.parse import quote, unquote, urlparse
 
 from .replay import Replay, ReplayError, load_replay, save_replay
 
-__all__ = ["index_html", "serve", "viewer_html", "write_index", "write_viewer"]
+__all__ = ["index_html", "serve", "viewer_html", "write_episode_replays", "write_index", "write_viewer",
+           "write_side_by_side"]
 
 _ASSETS = Path(__file__).resolve().parent / "viewer_assets"
 
@@ -51,17 +52,22 @@ def _replay_bytes(src: Any) -> tuple[bytes, dict[str, Any]]:
     return path.read_bytes(), rep.meta
 
 
-def viewer_html(replays: Any | Sequence[Any], title: str | None = None) -> str:
+def viewer_html(replays: Any | Sequence[Any], title: str | None = None,
+                labels: Sequence[str] | None = None) -> str:
     """One self-contained page showing ``replays`` (a ``.tzr`` path or :class:`Replay`, or a list of
-    them: side by side, in step)."""
+    them: side by side, in step, each pane titled with its ``labels`` entry before its own title)."""
     items = list(replays) if isinstance(replays, (list, tuple)) else [replays]
     if not items:
         raise ValueError("viewer_html needs at least one replay")
+    labels = [""] * len(items) if labels is None else [str(x) for x in labels]
+    if len(labels) != len(items):
+        raise ValueError(f"one label per replay: {len(items)} replays, {len(labels)} labels")
     blobs = [_replay_bytes(r) for r in items]
     if title is None:
         title = " | ".join(str(m.get("title", "replay")) for _, m in blobs)
-    scripts = "\n".join(f'<script type="application/octet-stream" data-tz-replay="{k}">'
-                        f"{base64.b64encode(b).decode()}</script>" for k, (b, _) in enumerate(blobs))
+    scripts = "\n".join(f'<script type="application/octet-stream" data-tz-replay="{k}" '
+                        f'data-tz-label="{html.escape(lab)}">{base64.b64encode(b).decode()}</script>'
+                        for k, ((b, _), lab) in enumerate(zip(blobs, labels)))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -95,11 +101,12 @@ def viewer_html(replays: Any | Sequence[Any], title: str | None = None) -> str:
 """
 
 
-def write_viewer(replays: Any | Sequence[Any], out: str | os.PathLike[str], title: str | None = None) -> Path:
+def write_viewer(replays: Any | Sequence[Any], out: str | os.PathLike[str], title: str | None = None,
+                 labels: Sequence[str] | None = None) -> Path:
     """Write :func:`viewer_html` to ``out`` and return its path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(viewer_html(replays, title), encoding="utf-8")
+    out.write_text(viewer_html(replays, title, labels), encoding="utf-8")
     return out
 
 
@@ -133,6 +140,44 @@ def write_index(folder: str | os.PathLike[str], entries: Sequence[dict[str, Any]
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(index_html(entries, title), encoding="utf-8")
     return p
+
+
+def write_episode_replays(folder: str | os.PathLike[str], episodes: Sequence[dict[str, Any]],
+                          title: str = "TerraZero replays", index: bool = True) -> list[dict[str, Any]]:
+    """Write each of ``episodes`` (dicts with ``replay`` (a :class:`Replay`), ``name`` (a file stem,
+    may hold a ``family/`` folder), ``title``, and optionally ``score``, ``group``, ``focus`` (the agent
+    to select) and further meta) as ``folder/NAME.tzr`` and a self-contained ``folder/NAME.html``,
+    then an ``index.html`` grouping them. Returns the index entries (``href``, ``replay``, ...)."""
+    root = Path(folder)
+    entries = []
+    for ep in episodes:
+        rep = ep["replay"]
+        meta = {**rep.meta, **{k: v for k, v in ep.items() if k not in ("replay", "name")}}
+        rep = Replay({**rep.header, "meta": meta}, rep.arrays, rep.events)
+        tzr = save_replay(rep, root / f"{ep['name']}.tzr")
+        page = write_viewer(tzr, root / f"{ep['name']}.html")
+        entries.append({"href": page.relative_to(root).as_posix(), "replay": tzr.relative_to(root).as_posix(),
+                        "title": str(ep.get("title", ep["name"])), "group": ep.get("group", ""),
+                        "score": ep.get("score")})
+    if index:
+        write_index(root, entries, title)
+    return entries
+
+
+def write_side_by_side(folder: str | os.PathLike[str], pairs: Sequence[tuple[str, str, dict[str, Any]]],
+                       title: str = "TerraZero replays side by side",
+                       labels: Sequence[str] = ("A", "B")) -> list[dict[str, Any]]:
+    """For each ``(replay A, replay B, entry)`` (paths relative to ``folder``), a page
+    ``folder/entry["name"].html`` playing both in step (panes titled by ``labels``), and an
+    ``index.html`` of them."""
+    root = Path(folder)
+    entries = []
+    for a, b, ent in pairs:
+        page = write_viewer([root / a, root / b], root / f"{ent['name']}.html", ent.get("title"), labels)
+        entries.append({"href": page.relative_to(root).as_posix(), "title": str(ent.get("title", ent["name"])),
+                        "group": ent.get("group", ""), "score": ent.get("score")})
+    write_index(root, entries, title)
+    return entries
 
 
 def _folder_entries(root: Path) -> list[dict[str, Any]]:

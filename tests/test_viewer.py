@@ -230,7 +230,7 @@ def test_two_replays_play_side_by_side_in_step(browser, recorded, tmp_path):
     rec_b, _ = _record(seed=6, steps=STEPS - 20, **{"init.num_agents": [30, 30],
                                                      "road_users.pedestrians.jaywalk_rate": 0.2})
     b = rec_b.save(tmp_path / "b.tzr")
-    page = write_viewer([path, b], tmp_path / "vs.html")
+    page = write_viewer([path, b], tmp_path / "vs.html", labels=["A", "B"])
     state = _open(browser, page)
     s = state()
     assert len(s["panes"]) == 2 and s["frames"] == STEPS + 1
@@ -241,6 +241,9 @@ def test_two_replays_play_side_by_side_in_step(browser, recorded, tmp_path):
     common = set(pa) & set(pb)
     assert common and all(abs(pa[i]["x"] - pb[i]["x"]) < 1e-6 for i in common)  # same scene, same step
     assert [p["title"] for p in s["panes"]] == ["planner seed 6"] * 2
+    assert [p["label"] for p in s["panes"]] == ["A", "B"]
+    titles = browser.execute_script("return Array.from(document.querySelectorAll('.tz-title')).map(e => e.textContent)")
+    assert titles[0].startswith("A: planner seed 6") and titles[1].startswith("B: ")
 
 
 def test_the_server_lists_and_serves_a_folder(recorded, tmp_path):

@@ -131,6 +131,7 @@
   }
 
   function at(arr, t, i) { return arr.data[t * arr.row + i]; }
+  function num(v) { return v !== 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(4); }
 
   // ------------------------------------------------------------------------------------ viewer
   function Viewer(reps, root) {
@@ -154,6 +155,12 @@
     this._last = null;
     this.build();
     this.fit();
+    const focus = (reps[0].header.meta || {}).focus;
+    if (Number.isInteger(focus) && focus >= 0 && focus < reps[0].N) {  // the episode's own agent
+      this.selected = this.follow = focus;
+      this.cam.scale = Math.max(this.cam.scale, (this.canvases[0].clientWidth || 800) / 90);
+      this.showInfo(0);
+    }
     this.render();
     requestAnimationFrame(this.tick.bind(this));
   }
@@ -195,7 +202,7 @@
       const title = document.createElement("div");
       title.className = "tz-title";
       const m = rep.header.meta || {};
-      title.textContent = (m.title || rep.header.map.name || "replay") + (m.score !== undefined ? "  score " + Number(m.score).toFixed(1) : "");
+      title.textContent = (rep.label ? rep.label + ": " : "") + (m.title || rep.header.map.name || "replay") + (m.score !== undefined ? "  score " + Number(m.score).toFixed(1) : "");
       div.appendChild(title);
       panes.appendChild(div);
       this.bindPane(c, p);
@@ -537,11 +544,11 @@
     const evs = this.events[p].filter(e => e.frame === t && e.agent === i);
     for (const e of evs) add("event", e.kind + (e.kind === "collision" && e.partner >= 0 ? " with " + e.partner : ""));
     if (slot >= 0 && a.reward && at(a.slot_agent, t, slot) === i) {
-      add("<b>reward</b>", "<b>" + at(a.reward, t, slot).toFixed(4) + "</b>");
+      add("<b>reward</b>", "<b>" + num(at(a.reward, t, slot)) + "</b>");
       const rt = a.reward_terms, nt = names.reward_terms.length;
       for (let k = 0; k < nt; k++) {
         const val = rt.data[(t * rep.K + slot) * nt + k];
-        if (val !== 0) add("&nbsp;&nbsp;" + names.reward_terms[k].replace(/_/g, " "), val.toFixed(4));
+        if (val !== 0) add("&nbsp;&nbsp;" + names.reward_terms[k].replace(/_/g, " "), num(val));
       }
     }
     el.innerHTML = "<table>" + rows.join("") + "</table>";
@@ -553,7 +560,7 @@
       selected: this.selected, camera: Object.assign({}, this.cam), layers: Object.assign({}, this.layers),
       errors: this.errors.slice(),
       panes: this.reps.map((rep, p) => ({
-        title: (rep.header.meta || {}).title || "", frames: rep.T,
+        title: (rep.header.meta || {}).title || "", label: rep.label, frames: rep.T,
         agents: this.drawn[p].map(d => {
           const q = this.toScreen(this.canvases[p], d.x, d.y);
           return Object.assign({}, d, { sx: q[0], sy: q[1] });
@@ -576,7 +583,11 @@
       const tags = Array.from(document.querySelectorAll("script[data-tz-replay]"));
       if (!tags.length) throw new Error("this page holds no replay");
       const reps = [];
-      for (const tag of tags) reps.push(decode(await gunzip(b64bytes(tag.textContent))));
+      for (const tag of tags) {
+        const rep = decode(await gunzip(b64bytes(tag.textContent)));
+        rep.label = tag.dataset.tzLabel || "";
+        reps.push(rep);
+      }
       const v = new Viewer(reps, document.getElementById("tz-app"));
       Object.assign(hook, {
         viewer: v,
