@@ -27,16 +27,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .drivers import DRIVERS
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
-from .drivers import DRIVERS
 from .metrics import PROGRESS_REFERENCES
 from .suites import SUITES
 from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float, prefer_huge_pages
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from .config import EngineConfig
 

@@ -20,7 +20,7 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ __all__ = ["index_html", "serve", "viewer_html", "write_episode_replays", "write
 _ASSETS = Path(__file__).resolve().parent / "viewer_assets"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
     return (_ASSETS / name).read_text(encoding="utf-8")
 

@@ -176,3 +176,12 @@ def test_each_pedestrian_panel_of_the_gallery_shows_what_its_title_says():
         else:
             gaps = np.diff(np.sort(along))
             assert group.sum() >= 2 and (cos > 0.7).all() and (gaps > 1.0).all(), title
+
+
+def test_record_replay(tmp_path):
+    out = run("record_replay.py", "--steps", "20", "--out", str(tmp_path))
+    from terrazero_env.replay import load_replay
+
+    assert out.count("wrote") == 2
+    for name in ("gym", "pettingzoo"):
+        assert load_replay(tmp_path / f"{name}.tzr").num_frames >= 2 and (tmp_path / f"{name}.html").is_file()
