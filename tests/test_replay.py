@@ -45,6 +45,7 @@ def _engine(preset: str, worlds: int = 2, seed: int = 5, **overrides) -> core.En
     ("planner", {}),
     ("quick", {"reward_forms.goal_progress_shaping": "potential", "init.goal_behavior": "new_goal",
                "reward_forms.vel_align": "table8", "reward_forms.speed_limit": "lane"}),
+    ("planner", {"reward_forms.goal_progress": "route", "reward_forms.goal_progress_shaping": "potential"}),
 ])
 def test_reward_terms_rebuild_the_reward_bit_for_bit(preset, overrides):
     e = _engine(preset, **overrides)
@@ -58,6 +59,22 @@ def test_reward_terms_rebuild_the_reward_bit_for_bit(preset, overrides):
         assert not e.reward_terms[~e.valid].any(), "a slot not judged this step has terms"
         nonzero |= (e.reward_terms != 0).any(axis=0)
     assert nonzero[core.REWARD_TERMS.index("timestep")] or nonzero[core.REWARD_TERMS.index("goal_progress")]
+
+
+@pytest.mark.parametrize("form", ["euclidean", "route"])
+def test_the_new_goal_charge_back_is_its_own_term(form):
+    """Under potential shaping a step that reaches a goal and draws the next charges the new distance
+    back after the float32 cast (world_step._judge); the last term holds it and the rebuild still holds."""
+    e = _engine("quick", worlds=4, seed=1, **{"reward_forms.goal_progress_shaping": "potential",
+                                             "reward_forms.goal_progress": form, "init.goal_behavior": "new_goal"})
+    charged = 0
+    for _ in range(300):
+        e.step(e.reference_actions())
+        np.testing.assert_array_equal(reward_from_terms(e.reward_terms).view(np.uint32), e.rewards.view(np.uint32))
+        last = e.reward_terms[:, -1] != 0
+        assert not (last & ((e.step_events & EV["goal"]) == 0)).any(), "a charge-back without a goal"
+        charged += int(last.sum())
+    assert charged > 0
 
 
 def test_step_events_are_the_counters_increments():

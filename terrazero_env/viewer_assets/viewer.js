@@ -524,25 +524,34 @@
     const c = this.timeline, dpr = window.devicePixelRatio || 1;
     const w = c.clientWidth, h = c.clientHeight;
     if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) { c.width = Math.round(w * dpr); c.height = Math.round(h * dpr); }
-    const ctx = c.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.fillStyle = "#2a2d33"; ctx.fillRect(0, 0, w, h);
-    ctx.fillStyle = "#3d424a"; ctx.fillRect(0, h / 2 - 3, w, 6);
     const X = f => (this.T > 1 ? f / (this.T - 1) : 0) * (w - 1);
-    this.markers = [];
-    this.events.forEach((evs, p) => {
+    const key = c.width + "x" + c.height;
+    if (!this.tlCache || this.tlCache.key !== key) {  // the track and its event markers, drawn once per size
+      const off = document.createElement("canvas");
+      off.width = c.width; off.height = c.height;
+      const m = off.getContext("2d");
+      m.setTransform(dpr, 0, 0, dpr, 0, 0);
+      m.fillStyle = "#2a2d33"; m.fillRect(0, 0, w, h);
+      m.fillStyle = "#3d424a"; m.fillRect(0, h / 2 - 3, w, 6);
+      this.markers = [];
       const rows = this.events.length;
-      for (const e of evs) {
-        const x = X(e.frame);
-        ctx.fillStyle = EVENT_COLOURS[e.kind] || "#ccc";
-        const y0 = 4 + p * (h - 8) / rows, y1 = 4 + (p + 1) * (h - 8) / rows;
-        ctx.fillRect(x - 1, y0, 3, y1 - y0);
-        this.markers.push({ pane: p, frame: e.frame, kind: e.kind, agent: e.agent, x: x });
-      }
-    });
+      this.events.forEach((evs, p) => {
+        for (const e of evs) {
+          const x = X(e.frame);
+          m.fillStyle = EVENT_COLOURS[e.kind] || "#ccc";
+          const y0 = 4 + p * (h - 8) / rows, y1 = 4 + (p + 1) * (h - 8) / rows;
+          m.fillRect(x - 1, y0, 3, y1 - y0);
+          this.markers.push({ pane: p, frame: e.frame, kind: e.kind, agent: e.agent, x: x });
+        }
+      });
+      this.tlCache = { key: key, canvas: off };
+    }
+    const ctx = c.getContext("2d");
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.drawImage(this.tlCache.canvas, 0, 0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff";
-    const x = X(this.frame);
-    ctx.fillRect(x - 1.5, 0, 3, h);
+    ctx.fillRect(X(this.frame) - 1.5, 0, 3, h);
   };
 
   Viewer.prototype.showInfo = function (p) {
