@@ -138,7 +138,7 @@ class _Hold(Driver):
 def test_reference_driver_keeps_to_the_road(map_name):
     cfg = load_config("quick", maps=[map_name])
     res = evaluate(make_driver("reference"), cfg, episodes=48, seed=5, progress_reference="limit")
-    assert _rate(res, "offroad_rate") <= 0.09, res["rows"]["offroad_rate"]
+    assert _rate(res, "offroad_rate") <= 0.05, res["rows"]["offroad_rate"]
     assert _rate(res, "wrong_way_rate") <= 0.05
     assert _rate(res, "red_light_rate") <= 0.05
     assert _rate(res, "collision_rate") <= 0.05
@@ -148,7 +148,7 @@ def test_reference_driver_keeps_to_the_road(map_name):
 def test_a_driver_that_cannot_steer_fails_the_same_bounds():
     """The bounds above can fail: the zero action leaves grid_town's roads far more often."""
     res = evaluate(_Hold(), load_config("quick", maps=["grid_town"]), episodes=48, seed=5, progress_reference="limit")
-    assert _rate(res, "offroad_rate") > 0.09 or _rate(res, "goal_reach_rate") < 0.7
+    assert _rate(res, "offroad_rate") > 0.05 or _rate(res, "goal_reach_rate") < 0.7
 
 
 @pytest.mark.parametrize("name", ["idm", "planner"])
