@@ -19,6 +19,7 @@ import pytest
 
 from terrazero_env import engine as core
 from terrazero_env.config_io import load_config
+from terrazero_env.render import with_kinds
 from terrazero_env.replay import HEADING_UNIT, POS_UNIT, ReplayRecorder, load_replay
 from terrazero_env.viewer import index_html, serve, viewer_html, write_viewer
 
@@ -33,12 +34,12 @@ def _record(preset: str = "planner", seed: int = 6, steps: int = STEPS, **overri
     e = core.Engine(cfg)
     e.reset([0], [seed])
     rec = ReplayRecorder(e, meta={"title": f"{preset} seed {seed}", "score": 42.0})
-    states = [e.agent_states(0)]
+    states = [with_kinds(e, 0, e.agent_states(0))]
     rec.capture()
     for _ in range(steps):
         e.step(e.reference_actions())
         rec.capture()
-        states.append(e.agent_states(0))
+        states.append(with_kinds(e, 0, e.agent_states(0)))
     return rec, states
 
 
@@ -113,8 +114,10 @@ def test_the_agents_drawn_are_the_engines_states(browser, page, recorded, frame)
         assert abs(d["x"] - s["x"][i]) <= POS_UNIT / 2 + 1e-9 and abs(d["y"] - s["y"][i]) <= POS_UNIT / 2 + 1e-9
         assert abs(np.angle(np.exp(1j * (d["heading"] - s["heading"][i])))) <= HEADING_UNIT / 2 + 1e-9
         assert abs(d["length"] - s["length"][i]) <= 0.006 and d["cls"] == s["cls"][i]
+        assert d["kind"] == s["kind"][i]
     movers = list(core.MOVERS)
-    assert {movers[d["mover"]] for d in drawn.values()} >= {"policy", "idm"}
+    assert {movers[d["mover"]] for d in drawn.values()} >= {"policy", "idm", "static"}
+    assert any(d["kind"] > 0 for d in drawn.values()), "no static actor of the generators in the scene"
 
 
 def test_scrubbing_and_stepping_change_what_is_drawn(browser, page):
