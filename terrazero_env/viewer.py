@@ -90,6 +90,7 @@ def viewer_html(replays: Any | Sequence[Any], title: str | None = None,
 <div id="tz-error"></div>
 <div id="tz-main"><div id="tz-panes"></div>
 <div id="tz-side"><h3>agent</h3><div id="tz-info"><i>hover or click an agent</i></div>
+<h3>events on the timeline</h3><div id="tz-event-legend"></div>
 <h3>layers</h3><div id="tz-layers"></div>
 <h3>keys</h3><div>space play/pause, arrows step, n/p next/previous event, f follow, r fit, wheel zoom, drag pan</div>
 </div></div>

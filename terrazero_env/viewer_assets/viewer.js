@@ -192,6 +192,14 @@
       s.innerHTML = '<i style="background:' + MOVER_COLOURS[i] + '"></i>' + n.replace("_", " ");
       legend.appendChild(s);
     });
+    const evLegend = $("tz-event-legend");
+    for (const [k, colour] of Object.entries(EVENT_COLOURS)) {
+      if (k === "comfort") continue;
+      const sp = document.createElement("span");
+      const label = { offroad: "off-road", stop_line: "stop sign run", wrong_way: "wrong way", red_light: "red light" }[k] || k;
+      sp.innerHTML = '<i style="background:' + colour + '"></i>' + label;
+      evLegend.appendChild(sp);
+    }
     const panes = $("tz-panes");
     this.canvases = this.reps.map((rep, p) => {
       const div = document.createElement("div");
