@@ -206,6 +206,13 @@ def test_events_are_marked_on_the_timeline_and_jumped_to(browser, page, recorded
     state = _open(browser, page)
     marks = sorted((m["frame"], m["agent"], m["kind"]) for m in state()["markers"])
     assert marks == expect
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    tl = browser.find_element(By.ID, "tz-timeline-canvas")
+    m = state()["markers"][0]
+    ActionChains(browser).move_to_element_with_offset(tl, int(m["x"] - tl.size["width"] / 2), 0).perform()
+    assert f"step {m['frame']}: {m['kind'].replace('_', ' ')}, agent {m['agent']}" in tl.get_attribute("title")
     first = browser.execute_script("return window.tzViewer.jumpEvent(1)")
     assert first == min(t for t, _, _ in expect if t > 0)
     assert state()["frame"] == first

@@ -159,7 +159,7 @@
     if (Number.isInteger(focus) && focus >= 0 && focus < reps[0].N) {  // the episode's own agent
       this.selected = this.follow = focus;
       this.cam.scale = Math.max(this.cam.scale, (this.canvases[0].clientWidth || 800) / 90);
-      this.showInfo(0);
+      this.showInfo();
     }
     this.render();
     requestAnimationFrame(this.tick.bind(this));
@@ -225,6 +225,12 @@
       v.setFrame(f);
     };
     tl.onmousedown = ev => { scrub = true; v.pause(); toFrame(ev); };
+    tl.addEventListener("mousemove", ev => {  // name the events under the pointer
+      const x = ev.clientX - tl.getBoundingClientRect().left;
+      const near = (v.markers || []).filter(m => Math.abs(m.x - x) <= 3);
+      tl.title = near.length ? near.slice(0, 8).map(m => "step " + m.frame + ": " + m.kind.replace("_", " ") +
+        ", agent " + m.agent + (v.reps.length > 1 ? " (" + (v.reps[m.pane].label || "pane " + m.pane) + ")" : "")).join("\n") : "";
+    });
     window.addEventListener("mousemove", ev => { if (scrub) toFrame(ev); });
     window.addEventListener("mouseup", () => { scrub = false; });
     window.addEventListener("keydown", ev => {
@@ -247,6 +253,7 @@
     window.addEventListener("mouseup", ev => {
       if (drag && !drag.moved && ev.target === c) {
         const r = c.getBoundingClientRect();
+        v.infoPane = p;
         v.select(v.agentAt(p, ev.clientX - r.left, ev.clientY - r.top));
       }
       drag = null;
@@ -265,7 +272,7 @@
         return;
       }
       const h = v.agentAt(p, ev.clientX - r.left, ev.clientY - r.top);
-      if (h !== v.hover) { v.hover = h; v.showInfo(p); v.render(); }
+      if (h !== v.hover || p !== v.infoPane) { v.hover = h; v.infoPane = p; v.showInfo(); v.render(); }
     });
     c.addEventListener("wheel", ev => {
       ev.preventDefault();
@@ -305,8 +312,8 @@
     return -1;
   };
 
-  Viewer.prototype.setFollow = function (i) { this.follow = i; if (i >= 0) this.selected = i; this.showInfo(0); this.render(); };
-  Viewer.prototype.select = function (i) { this.selected = i; if (this.follow >= 0 && i >= 0) this.follow = i; this.showInfo(0); this.render(); };
+  Viewer.prototype.setFollow = function (i) { this.follow = i; if (i >= 0) this.selected = i; this.showInfo(); this.render(); };
+  Viewer.prototype.select = function (i) { this.selected = i; if (this.follow >= 0 && i >= 0) this.follow = i; this.showInfo(); this.render(); };
   Viewer.prototype.toggle = function () { if (this.playing) this.pause(); else this.play(); };
   Viewer.prototype.play = function () { if (this.frame >= this.T - 1) this.frame = 0; this.playing = true; this._last = null; this.updateButtons(); };
   Viewer.prototype.pause = function () { this.playing = false; this.updateButtons(); };
@@ -314,7 +321,7 @@
 
   Viewer.prototype.setFrame = function (f) {
     this.frame = Math.max(0, Math.min(this.T - 1, Math.round(f)));
-    this.showInfo(0);
+    this.showInfo();
     this.render();
   };
 
@@ -344,7 +351,7 @@
           this._acc -= steps;
           this.frame = Math.min(this.T - 1, this.frame + steps);
           if (this.frame >= this.T - 1) this.pause();
-          this.showInfo(0);
+          this.showInfo();
           this.render();
         }
       }
@@ -562,7 +569,9 @@
     ctx.fillRect(X(this.frame) - 1.5, 0, 3, h);
   };
 
-  Viewer.prototype.showInfo = function (p) {
+  // The hovered (else the selected) agent's state in the pane last pointed at.
+  Viewer.prototype.showInfo = function () {
+    const p = Math.min(this.infoPane || 0, this.reps.length - 1);
     const el = document.getElementById("tz-info");
     const i = this.hover >= 0 ? this.hover : this.selected;
     const rep = this.reps[p], a = rep.a, t = Math.min(this.frame, rep.T - 1), names = rep.header.names;
