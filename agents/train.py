@@ -481,7 +481,7 @@ def train_from_args(args: argparse.Namespace) -> Path:
         if "=" not in kv:
             raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
         key, value = kv.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = safe_yaml.load(value, f"--set {key.strip()}")
     out = args.resume if args.resume else args.out
     return train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
                  sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
