@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "atomic_write", "atomic_writer", "load_json", "read_array", "read_bytes", "read_text",
+__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "append_text", "atomic_write", "atomic_writer", "load_json", "read_array", "read_bytes", "read_text",
            "refuse_link"]
 
 MAX_JSON_DEPTH = 64
@@ -137,6 +137,25 @@ def load_json(text: str | bytes, source: str, max_depth: int = MAX_JSON_DEPTH) -
         raise UnsafeFileError(f"{source}: not valid JSON ({e})") from None
 
 
+def append_text(path: str | os.PathLike[str], text: str, what: str = "file") -> None:
+    """Append ``text`` to the regular file ``path`` (created when missing) without following a
+    symbolic link at ``path`` (``O_NOFOLLOW``): a link planted there is refused, never written through."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as e:
+        if os.path.islink(p):
+            raise UnsafeFileError(f"{what} {p} is a symbolic link; refusing to write through it") from None
+        raise UnsafeFileError(f"{what} {p}: cannot open for appending ({e.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeFileError(f"{what} {p}: {_kind(os.fstat(fd).st_mode)}, not a regular file (refused)")
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
 def refuse_link(path: str | os.PathLike[str], what: str = "file") -> None:
     """Raise when ``path`` exists as a symbolic link (a write through it would land elsewhere)."""
     p = os.fspath(path)
@@ -176,7 +195,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_writer(path: str | os.PathLike[str], what: str = "file") -> "_AtomicWriter":
+def atomic_writer(path: str | os.PathLike[str], what: str = "file") -> _AtomicWriter:
     """A context manager yielding a binary file object whose content replaces ``path`` atomically on a
     clean exit (the same rules as :func:`atomic_write`); for writers that stream (``torch.save``)."""
     return _AtomicWriter(Path(path), what)
