@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -103,21 +104,17 @@ def read_text(path: str | os.PathLike[str], max_bytes: int, what: str = "file") 
                               f"{e.start})") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
 def _depth_ok(text: str, limit: int) -> bool:
-    """Whether no point of ``text`` lies inside more than ``limit`` brackets (a cheap upper bound of the
-    JSON nesting: brackets inside strings count too, so the test errs on the safe side only for
-    documents whose strings hold many brackets)."""
+    """Whether no point of ``text`` lies inside more than ``limit`` JSON brackets (strings skipped),
+    counted in vectorized passes before the parser's recursion could overflow."""
     if text.count("[") + text.count("{") <= limit:
         return True
-    depth = 0
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
+    raw = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8"), np.uint8)
+    step = ((raw == ord("[")) | (raw == ord("{"))).astype(np.int32) - ((raw == ord("]")) | (raw == ord("}")))
+    return not step.size or int(np.cumsum(step).max()) <= limit
 
 
 def load_json(text: str | bytes, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:

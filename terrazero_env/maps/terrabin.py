@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import struct
 import zlib
@@ -236,7 +237,7 @@ def read_sections(path: str | os.PathLike[str], *, verify: bool = True) -> tuple
             raise TerrabinError(f"{path_s}: corrupt section {name!r} (dtype {dtype_s!r}, ndim {ndim})")
         shape = (s0, s1, s2, s3)[:ndim]
         dtype = np.dtype(dtype_s)
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != nbytes or off + nbytes > table_off:
+        if math.prod(shape) * dtype.itemsize != nbytes or off + nbytes > table_off:
             raise TerrabinError(f"{path_s}: corrupt section {name!r} (shape {shape} does not match its extent)")
         view = buf[off : off + nbytes]
         if verify and zlib.crc32(view) != crc:
