@@ -182,7 +182,6 @@ TINY = {"train.policy": {"ego_hidden": 32, "entity_hidden": 32, "trunk": [64, 64
 def base_run(tmp_path_factory):
     """A finished two-iteration run (checkpoints iter_000001 and iter_000002)."""
     import torch
-
     from terrazero_env.agents.train import train
 
     torch.set_num_threads(1)
@@ -196,7 +195,6 @@ def _tamper_state(run: Path, key: str, value: int) -> None:
     """Overwrite one engine-state entry of ``rank0.pt`` (tensors and plain data, loaded as safe)."""
     import numpy as np
     import torch
-
     from terrazero_env.agents import checkpoint as ckpt
 
     path = run / "checkpoints" / "iter_000002" / "rank0.pt"

@@ -29,12 +29,12 @@ parent breaks (the parent died); the parent unlinks the segment.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import operator
 import os
 import pickle
 import signal
-import functools
 import sys
 import threading
 import time

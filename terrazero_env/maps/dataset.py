@@ -1,10 +1,10 @@
-"""A dataset of scenario files: lazy memory-mapped loading, a bounded cache, balanced sampling.
+"""A dataset of scenario files: lazy loading, a bounded cache, balanced sampling.
 
     from terrazero_env.maps import Dataset
     ds = Dataset("scenarios/*.tzb")                 # or a folder, or a manifest file (below)
     ds = Dataset("bundled")                         # the manifest shipped with the package
     ds.groups                                       # {(region, scenario type): [indices]}
-    m = ds[ds.sample(rng)]                          # MapData, memory-mapped, cached
+    m = ds[ds.sample(rng)]                          # MapData, read on first use, cached
     venv = terrazero_env.make_vec(16, "planner", dataset=ds)   # each world reset draws a scenario
 
 Every file is described by a manifest entry ``{region, source, type}``: from ``manifest.json`` in the

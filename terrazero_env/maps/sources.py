@@ -2,7 +2,7 @@
 
 ``load_source`` is the single entry point the CLI and the environments use:
 
-* ``.tzb``: a built terrabin file (memory-mapped);
+* ``.tzb``: a built terrabin file (read into memory once);
 * ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap` (raw, needs ``build``);
 * ``.yaml`` / ``.yml``: a procedural spec ``{generator: grid, seed: 0, params: {...}}`` (raw);
 * ``.xodr``, ``.net.xml``, ``.xml``, ``.osm``, ``.pkl``: real formats through

@@ -257,7 +257,7 @@ def read_sections(path: str | os.PathLike[str], *, verify: bool = True) -> tuple
 
 
 def load(path: str | os.PathLike[str], *, verify: bool = True) -> MapData:
-    """Read a ``.tzb`` file into :class:`MapData` backed by a read-only memory map.
+    """Read a ``.tzb`` file into :class:`MapData` backed by one read-only private copy of the file.
 
     ``verify``: check every section's CRC32 (reads each byte once; a few ms for a large map).
     Raises :class:`TerrabinError` naming the problem for truncated, corrupt, wrong-magic or
