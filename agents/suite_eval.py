@@ -26,7 +26,7 @@ import terrazero_env
 from terrazero_env.config import EngineConfig
 from terrazero_env.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
-from .evaluate import _rollouts, check_compatible, check_progress_reference, closed_loop_from
+from .evaluate import _controller, _rollouts, check_progress_reference, closed_loop_from
 
 __all__ = ["evaluate_suite"]
 
@@ -35,7 +35,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
                    *, families: Sequence[str] | None = None, config_name: str = "the config",
                    on_family: Callable[[dict[str, Any]], None] | None = None,
                    progress_reference: str = "idm") -> dict[str, Any]:
-    """Evaluate ``model`` (anything with SB3's ``predict``) on ``scenes`` qualifying scenes of every
+    """Evaluate ``model`` (anything with SB3's ``predict``, or a :class:`~terrazero_env.drivers.Driver`) on ``scenes`` qualifying scenes of every
     family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
     ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
     [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.suites.family_row`).
@@ -59,14 +59,14 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
         cfg = family_config(config, fam).with_overrides(num_worlds=min(config.num_worlds, int(scenes)))
         venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
         try:
-            check_compatible(model, venv, config_name)
+            act, begin = _controller(model, venv, True, config_name)
             device = getattr(model, "device", torch.device("cpu"))
             devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
             with torch.random.fork_rng(devices=devices):
                 torch.manual_seed(int(seed) % (1 << 63))
-                per, _, _ = _rollouts(lambda obs: model.predict(obs, deterministic=True)[0], venv, len(found), seed,
-                                      None, 80, 10, scenes=[(s.seed, s.slot) for s in found],
-                                      progress_reference=progress_reference)
+                per, _, _ = _rollouts(act, venv, len(found), seed, None, 80, 10,
+                                      scenes=[(s.seed, s.slot) for s in found],
+                                      progress_reference=progress_reference, begin=begin)
         finally:
             venv.close()
         closed = closed_loop_from(per, float(cfg.dt))

@@ -72,6 +72,11 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
 * ``route_curvature``: ``obs.road_curvature_route``: approaching a fork (the last metres before an
   intersection), the curvature-ahead feature follows the branch on the goal's route instead of
   stopping at the lane's end, so the turn a car must make reads before it starts.
+* ``lane_tracking``: ``lane_tracking``: the car's current lane kept by continuity (its previous lane,
+  past its end the successor on the goal's route, then its neighbours, only then the nearest
+  centerline), so inside a junction every lane feature follows the connector it drives. The quick
+  preset keeps it on the evidence of ``benchmarks/lane_jumps.py`` (BENCHMARKS.md), not of a training
+  run of this ablation.
 * ``curvature_20m``: the curvature ahead averaged over 20 m instead of 10 m (``obs.curvature_lookahead``):
   two seconds more warning of a bend at 5 m/s, for a lateral jerk that needs about a second to build
   a turn's lateral acceleration.
@@ -137,6 +142,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "more_epochs": {"train.n_epochs": 4},
     "lane_align": {"lane_align_angle": 0.5235987755982988},
     "route_curvature": {"obs.road_curvature_route": True},
+    "lane_tracking": {"lane_tracking": True},
     "curvature_20m": {"obs.curvature_lookahead": 20.0},
 }
 #: Table columns: (heading, evaluation row key).

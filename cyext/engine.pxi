@@ -128,6 +128,7 @@ cdef class Engine:
     cdef double log_role_w[N_CLASSES * N_LOG_ROLES]  # InitConfig.log_role_table(): weights of each role
     cdef int log_role_only[N_CLASSES]        # the one role of a class with a single non-zero weight, else -1
     cdef double offroad_tol                  # m: EngineConfig.offroad_tolerance
+    cdef bint lane_tracking                  # EngineConfig.lane_tracking (rules.lane_state_tracked)
     cdef double dt, wrong_way_angle, lane_max_dist, lane_align_cos, z_gate, agent_cell, noise_std, noise_clip, state_dropout
     cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, conseq_red_light, init_mode, goal_behavior
     cdef int n_min, n_max, tries, randomize_kin
@@ -618,9 +619,12 @@ cdef class Engine:
         into ``out`` when given (a C-contiguous int32 array of that shape). It drives each controlled
         agent through its own dynamics and grid along the lane-graph route to its goal, with the IDM
         law and the rule-based vehicles' constraints for speed and pure pursuit for steering. Settings
-        (keyword arguments, paper-free values of ours): ``preview`` (s, 0.3), ``goal_speed`` (m/s,
-        2.0), ``goal_decel`` (m/s^2, 1.5), ``action_price`` (0.05), ``comfort_price`` (4.0),
-        ``walk_speed`` (m/s, 1.2). Reads the engine's state and changes none of it."""
+        (keyword arguments, values of ours; ``_engine._REFERENCE_SETTINGS`` holds each one's default,
+        bounds and unit): ``preview`` (s, 0.3), ``goal_speed`` (m/s, 2.0), ``goal_decel`` (m/s^2,
+        1.5), ``action_price`` (0.05), ``comfort_price`` (4.0), ``walk_speed`` (m/s, 1.2),
+        ``lane_angle`` (rad, 0.6), ``horizon`` (s, 2.5), ``curve_accel`` (m/s^2, 2.0), ``turn_in`` (m,
+        3.0), ``accel_tau`` (s, 0.5), ``steer_tolerance`` (rad, 0.05). Reads the engine's state and
+        changes none of it."""
         s = _reference_settings(settings)
         self._enter()
         try:

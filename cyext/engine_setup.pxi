@@ -59,6 +59,7 @@ cdef _load_tables(Engine e, cfg, tb):
     e.rform.gamma = cfg.reward_forms.goal_progress_gamma
     e.lane_max_dist = cfg.lane_max_distance
     e.lane_align_cos = cos(cfg.lane_align_angle)
+    e.lane_tracking = cfg.lane_tracking
     e.z_gate = cfg.obs.z_gate
     cq = {k: int(v) for k, v in cfg.consequences.items()}
     e.conseq_collision = cq.get("collision", CONSEQ_NONE)

@@ -96,7 +96,9 @@ cdef void _handed_progress(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
     cdef Py_ssize_t r = w * e.slots_per_world + probe.slot
     if e.slot_of[r] != i:
         return
-    lane_state(e.wmap[w], &probe, e.lane_max_dist, e.z_gate, e.lane_align_cos)
+    if e.lane_tracking:
+        probe.lane_arc = probe.lane_s  # tracked from the IDM vehicle's route lane
+    _agent_lane_state(e, w, &probe)
     handed_progress_step(&e.em[r * N_EPISODE_METRICS], &probe, e.dt)
 
 

@@ -162,7 +162,11 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
         a.cos_h = cos(a.heading)
         a.sin_h = sin(a.heading)
         if a.role != ROLE_IDM:  # IDM vehicles keep the lane of their route
-            lane_state(m, a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
+            # an agent placed on a lane (random placement) is tracked from there; one placed off the
+            # lane graph's bookkeeping (a scripted scene, a logged track) has lane -1 and is searched for
+            if e.lane_tracking:
+                a.lane_arc = a.lane_s
+            _agent_lane_state(e, w, a)
         _progress_start(e, w, a)
         if a.role == ROLE_CONTROLLED and a.slot >= 0:
             r = w * K + a.slot

@@ -52,6 +52,7 @@ ctypedef struct RefParams:
     double curve_accel         # m/s^2: lateral acceleration the speed allows in curves
     double turn_in             # m: travel over which the wheels may be turned into a curve
     double accel_tau           # s: the jerk model closes the gap to the asked-for acceleration over this
+    double steer_tolerance     # rad: how far from a predicted pose's steering angle the wheels may be there
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -66,6 +67,7 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.curve_accel = 2.0
     rp.turn_in = 3.0
     rp.accel_tau = 0.5
+    rp.steer_tolerance = 0.05
 
 
 cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, LaneGraphScratch* sc) noexcept nogil:
@@ -175,31 +177,53 @@ cdef inline double _steer_authority(Agent* a, const double* cp) noexcept nogil:
 
 
 cdef inline double _steer_target(const Sweep* sw, Agent* a, const RefParams* rp, double rate) noexcept nogil:
-    """The steering angle to turn toward: of the angles the predicted path asks for over the next
-    ``horizon`` seconds (pure pursuit at each predicted pose), the most urgent one, the change from
-    the present angle over the time left to reach that pose plus ``preview`` (a curve further ahead
-    than the wheels need to turn into it waits; a close one wins over a straight further on)."""
-    cdef int k
-    cdef double v = a.speed if a.speed > 0.5 else 0.5, best = -1.0, target, d, u, want
-    target = atan(sw.k[1] * a.wheelbase) if sw.n >= 1 else 0.0
+    """The steering angle to turn toward. Each predicted pose k of the next ``horizon`` seconds asks
+    for the angle of its pure-pursuit curvature, within ``steer_tolerance``, by the time the agent
+    reaches it less ``preview`` seconds of lead. Going back from the farthest pose, the set of
+    angles from which every later one can still be met at the wheels' rate ``rate`` (rad/s) is an
+    interval that widens by the rate times the time between two poses and is cut to each pose's
+    band; where a nearer pose's band misses it, the nearer pose wins. The target is the present
+    pose's angle clipped into the interval left for now: the wheels start turning before a curve,
+    and through a reversal (right, then left) they follow the first curve before the second."""
+    cdef int k, last = 0
+    cdef double v = a.speed if a.speed > 0.5 else 0.5, lo = -1e9, hi = 1e9, want, t, t_prev, nlo, nhi
+    cdef double tol = rp.steer_tolerance
+    if sw.n < 1:
+        return 0.0
     for k in range(1, sw.n + 1):
-        d = sw.d[k - 1]
-        if d > v * rp.horizon:
+        if sw.d[k - 1] > v * rp.horizon:
             break
+        last = k
+    t_prev = sw.d[last - 1] / v - rp.preview
+    for k in range(last, 1, -1):
+        t = sw.d[k - 1] / v - rp.preview
+        if t < 0.0:
+            t = 0.0
+        if t_prev > t:
+            lo -= rate * (t_prev - t)
+            hi += rate * (t_prev - t)
+        t_prev = t
         want = atan(sw.k[k] * a.wheelbase)
-        u = fabs(want - a.steer) / (d / v + rp.preview)
-        if u > best:
-            best = u
-            target = want
-    return target
+        nlo = lo if lo > want - tol else want - tol
+        nhi = hi if hi < want + tol else want + tol
+        if nlo <= nhi:
+            lo, hi = nlo, nhi
+        else:
+            lo, hi = want - tol, want + tol
+    if t_prev > 0.0:
+        lo -= rate * t_prev
+        hi += rate * t_prev
+    return clip(atan(sw.k[1] * a.wheelbase), lo, hi)
 
 
 cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams* rp, double rate) noexcept nogil:
     """The braking (m/s^2, negative; 1e9 when none is needed) that brings the agent to each curve of
-    the predicted path at a speed it can take: a lateral acceleration of at most ``curve_accel``, and
-    slow enough that its wheels turn in within ``turn_in`` metres at its steering authority."""
+    the predicted path at a speed it can take: a lateral acceleration of at most ``curve_accel``, slow
+    enough that its wheels turn in within ``turn_in`` metres at its steering authority, and slow
+    enough that they turn from their present angle to the curve's (less ``steer_tolerance``) in the
+    time left to reach it at ``rate`` (rad/s): a reversal from one curve into the next."""
     cdef int k
-    cdef double out = 1e9, kap, vc, vt, g, v = a.speed if a.speed > 0 else 0.0, jl
+    cdef double out = 1e9, kap, vc, vt, g, v = a.speed if a.speed > 0 else 0.0, jl, dd, dsteer
     jl = 3.0 * a.kin[KIN_STEER]
     for k in range(1, sw.n + 1):
         kap = fabs(sw.k[k])
@@ -211,8 +235,16 @@ cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams
         vt = cbrt(rp.turn_in * jl / kap)
         if vt < vc:
             vc = vt
+        # turning from the present angle: the change to this pose's angle (beyond the tolerance)
+        # must fit in the time left to reach it at the wheels' rate
+        dd = sw.d[k - 1] if sw.d[k - 1] > 0.5 else 0.5
+        dsteer = fabs(atan(sw.k[k] * a.wheelbase) - a.steer) - rp.steer_tolerance
+        if dsteer > 0.0:
+            vt = rate * dd / dsteer
+            if vt < vc:
+                vc = vt
         if v > vc:
-            g = (vc * vc - v * v) / (2.0 * (sw.d[k - 1] if sw.d[k - 1] > 0.5 else 0.5))
+            g = (vc * vc - v * v) / (2.0 * dd)
             if g < out:
                 out = g
     return out

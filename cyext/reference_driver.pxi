@@ -16,6 +16,7 @@ _REFERENCE_SETTINGS = {
     "curve_accel": (2.0, 0.1, 10.0, "m/s^2"),
     "turn_in": (3.0, 0.1, 50.0, "m"),
     "accel_tau": (0.5, 0.0, 5.0, "s"),
+    "steer_tolerance": (0.05, 0.0, 0.5, "rad"),
 }
 
 
@@ -49,6 +50,7 @@ cdef int _fill_reference_params(Engine e, RefParams* rp, dict settings) except -
     rp.curve_accel = settings["curve_accel"]
     rp.turn_in = settings["turn_in"]
     rp.accel_tau = settings["accel_tau"]
+    rp.steer_tolerance = settings["steer_tolerance"]
     rp.lane_max_dist = e.lane_max_dist
     rp.z_gate = e.z_gate
     rp.route_cap = e.rform.route_cap

@@ -14,6 +14,7 @@ from rewards cimport StepEvents
 from geometry cimport (box_corners, segments_intersect, obb_overlap, point_in_polygon, wrap_angle,
                        point_segment_dist2)
 from seggrid cimport seggrid_nearest, seggrid_nearest_where, heads_along
+from lanegraph cimport LaneGraphScratch, route_successor
 
 # Agent grid: a hashed uniform grid per world (no per-map allocation); the cell side is chosen by
 # the engine to exceed the largest possible sum of two agents' half-diagonals.
@@ -259,6 +260,152 @@ cdef inline void lane_state(const MapC* m, Agent* a, double max_dist, double z_g
     a.lane_arc = m.lanes.seg_s0[s] + t * L
     a.lane_width = m.lane_width[a.lane]
     a.lane_speed = m.lane_speed[a.lane]
+
+
+# Lane tracking (``lane_state_tracked``). A tracked lane is kept while the agent's centre lies within
+# half its width (inside an intersection, where wrong-way driving is not judged, TRACK_JUNCTION_MARGIN
+# more) and its heading makes at most 60 degrees (cosine TRACK_COS) with the lane there; the
+# projection looks TRACK_WINDOW metres plus TRACK_WINDOW_TIME seconds of travel either side of the
+# previous arc length, so a lane that passes near itself (a loop) is not matched at its far part.
+# All four values are ours: 60 degrees admits the residuals of a car cutting a tight connector (the
+# hand-written driver's reach 40 degrees) and refuses connectors that cross at 90 degrees.
+cdef extern from *:
+    """
+    static const double TZ_TRACK_COS = 0.5;              /* cos(60 degrees) */
+    static const double TZ_TRACK_JUNCTION_MARGIN = 0.25; /* m */
+    static const double TZ_TRACK_WINDOW = 8.0;           /* m */
+    static const double TZ_TRACK_WINDOW_TIME = 1.0;      /* s */
+    """
+    const double TRACK_COS "TZ_TRACK_COS"
+    const double TRACK_JUNCTION_MARGIN "TZ_TRACK_JUNCTION_MARGIN"
+    const double TRACK_WINDOW "TZ_TRACK_WINDOW"
+    const double TRACK_WINDOW_TIME "TZ_TRACK_WINDOW_TIME"
+
+cdef enum:
+    TRACK_NONE = -1
+
+
+cdef inline bint _project_on_lane(const MapC* m, int lane, double px, double py, double s_lo, double s_hi,
+                                  Py_ssize_t* seg_out, double* t_out, double* d2_out) noexcept nogil:
+    """Nearest point of ``lane``'s centerline to P among its segments whose arc range meets
+    [``s_lo``, ``s_hi``]: the segment (an index into ``m.lanes``), the parameter along it and the
+    squared distance; False when the lane has no segment there. A lane of n points owns segments
+    ``lane_off[lane] - lane`` onwards (``SegmentGrid`` cuts each polyline into n - 1 segments, in order)."""
+    cdef long long p0 = m.lane_off[lane], n_seg = m.lane_off[lane + 1] - p0 - 1, lo = 0, hi, mid, k
+    cdef Py_ssize_t first = <Py_ssize_t>(p0 - lane), best = -1
+    cdef double d2, t = 0.0, best_d2 = 0.0, best_t = 0.0
+    cdef const double* q
+    if n_seg <= 0:
+        return False
+    # The first segment whose end lies at or past s_lo (lane_s0 grows along the lane).
+    hi = n_seg - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if m.lane_s0[p0 + mid + 1] < s_lo:
+            lo = mid + 1
+        else:
+            hi = mid
+    k = lo
+    while k < n_seg and (k == lo or m.lane_s0[p0 + k] <= s_hi):
+        q = m.lanes.seg + 6 * (first + k)
+        d2 = point_segment_dist2(px, py, q[0], q[1], q[3], q[4], &t)
+        if best < 0 or d2 < best_d2:
+            best = first + <Py_ssize_t>k
+            best_d2 = d2
+            best_t = t
+        k += 1
+    seg_out[0] = best
+    t_out[0] = best_t
+    d2_out[0] = best_d2
+    return True
+
+
+cdef inline bint _lane_holds(const MapC* m, const Agent* a, int lane, Py_ssize_t s, double t, double d2,
+                             double hx, double hy, double z_gate) noexcept nogil:
+    """Whether the agent is on ``lane`` at its nearest point (segment ``s``, parameter ``t``, squared
+    distance ``d2``): within half the lane's width (plus the intersection margin), heading within
+    60 degrees of it, and within ``z_gate`` of it in z (``z_gate`` < 0: no gate)."""
+    cdef const double* q = m.lanes.seg + 6 * s
+    cdef double half = 0.5 * m.lane_width[lane]
+    if m.lane_inter[lane] >= 0:
+        half += TRACK_JUNCTION_MARGIN
+    if d2 > half * half or not heads_along(q, hx, hy, TRACK_COS):
+        return False
+    return z_gate < 0 or fabs(q[2] + t * (q[5] - q[2]) - a.z) <= z_gate
+
+
+cdef inline void _write_lane(const MapC* m, Agent* a, Py_ssize_t s, double t) noexcept nogil:
+    """The lane state from the agent's nearest point on segment ``s`` of ``m.lanes`` (parameter ``t``)."""
+    cdef const double* q = m.lanes.seg + 6 * s
+    cdef double dx = q[3] - q[0], dy = q[4] - q[1]
+    cdef double L = sqrt(dx * dx + dy * dy)
+    a.lane = m.lanes.seg_row[s]
+    a.lane_heading_res = wrap_angle(a.heading - atan2(dy, dx))
+    a.lane_lat = (dx * (a.y - q[1]) - dy * (a.x - q[0])) / L if L > 0 else 0.0
+    a.lane_arc = m.lanes.seg_s0[s] + t * L
+    a.lane_width = m.lane_width[a.lane]
+    a.lane_speed = m.lane_speed[a.lane]
+
+
+cdef inline bint _try_lane(const MapC* m, Agent* a, int lane, double s_lo, double s_hi, double hx, double hy,
+                           double z_gate) noexcept nogil:
+    """Take ``lane`` as the agent's lane if it holds the agent near arc lengths [s_lo, s_hi]."""
+    cdef Py_ssize_t s = -1
+    cdef double t = 0.0, d2 = 0.0
+    if lane < 0 or not _project_on_lane(m, lane, a.x, a.y, s_lo, s_hi, &s, &t, &d2):
+        return False
+    if not _lane_holds(m, a, lane, s, t, d2, hx, hy, z_gate):
+        return False
+    _write_lane(m, a, s, t)
+    return True
+
+
+cdef inline void lane_state_tracked(const MapC* m, Agent* a, double max_dist, double z_gate, double align_cos,
+                                    double route_cap, LaneGraphScratch* sc) noexcept nogil:
+    """Current lane by continuity (``EngineConfig.lane_tracking``): the lane in ``a.lane`` (last step's,
+    or the one the agent was placed on; its nearest point near ``a.lane_arc``) while it holds the agent
+    (``_lane_holds``); past that lane's end, its successors first, the one on the goal's route
+    (``lanegraph.route_successor``, within ``route_cap`` metres) before the others in listed order;
+    then its left and right neighbours; only then any lane within ``max_dist``, by ``lane_state``
+    with an alignment cosine of at least TRACK_COS. A car outside its lane's half width (over the
+    centre line, say) is no longer held by it, so it reads the opposing lane and drives the wrong way
+    as before; inside an intersection it keeps the connector it entered rather than whichever
+    overlapping connector is nearest. The lane state written is ``lane_state``'s."""
+    cdef int prev = a.lane, first_succ = TRACK_NONE, v, side
+    cdef Py_ssize_t s = -1, last
+    cdef double t = 0.0, d2 = 0.0, w, over = 0.0, hx = cos(a.heading), hy = sin(a.heading)
+    cdef long long k
+    cdef const double* q
+    cdef bint held
+    if 0 <= prev < m.n_lanes:
+        w = TRACK_WINDOW + TRACK_WINDOW_TIME * fabs(a.speed)
+        if _project_on_lane(m, prev, a.x, a.y, a.lane_arc - w, a.lane_arc + w, &s, &t, &d2):
+            last = <Py_ssize_t>(m.lane_off[prev + 1] - prev - 2)
+            if s == last and t >= 1.0:
+                q = m.lanes.seg + 6 * s
+                over = ((a.x - q[3]) * (q[3] - q[0]) + (a.y - q[4]) * (q[4] - q[1])) / sqrt(
+                    (q[3] - q[0]) ** 2 + (q[4] - q[1]) ** 2)
+            held = _lane_holds(m, a, prev, s, t, d2, hx, hy, z_gate)
+            if over > 0.0 and m.succ_off[prev + 1] > m.succ_off[prev]:
+                # past the end: onto a successor, the goal's route first
+                if m.succ_off[prev + 1] - m.succ_off[prev] > 1:
+                    first_succ = route_successor(m, a, prev, max_dist, z_gate, route_cap, sc)
+                if _try_lane(m, a, first_succ, 0.0, over + w, hx, hy, z_gate):
+                    return
+                for k in range(m.succ_off[prev], m.succ_off[prev + 1]):
+                    v = m.succ[k]
+                    if v != first_succ and _try_lane(m, a, v, 0.0, over + w, hx, hy, z_gate):
+                        return
+            if held:
+                _write_lane(m, a, s, t)
+                return
+            # a neighbour can hold the agent only within half this lane's width plus the neighbour's
+            for side in range(2):
+                v = m.lane_left[prev] if side == 0 else m.lane_right[prev]
+                if v >= 0 and d2 <= (0.5 * m.lane_width[prev] + m.lane_width[v]) ** 2:
+                    if _try_lane(m, a, v, -INFINITY, INFINITY, hx, hy, z_gate):
+                        return
+    lane_state(m, a, max_dist, z_gate, align_cos if align_cos > TRACK_COS else TRACK_COS)
 
 
 cdef inline Py_ssize_t agent_bucket(double x, double y, double cell) noexcept nogil:

@@ -144,7 +144,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS], &e.grid_next[base],
                           e.agent_cell, e.z_gate, 0.0)
     ev.collided = a.collided
-    lane_state(m, a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
+    _agent_lane_state(e, w, a)
     if a.cls == CLS_PEDESTRIAN:
         pedestrian_rules(m, a, &ev)
     else:
@@ -176,6 +176,15 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
         # the step drew a new goal: charge its distance back (rewards.pxd: PROGRESS_POTENTIAL), so the
         # step pays d_prev - gamma * d_new in all
         e.rew[r] += <float>(a.rw[RW_GOAL_PROGRESS] * e.rform.gamma * (dg - a.prev_goal_dist))
+
+cdef void _agent_lane_state(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    """The agent's lane state: with ``lane_tracking``, a vehicle's by continuity from the lane in
+    ``a.lane`` (``rules.lane_state_tracked``); otherwise, and for pedestrians, the nearest centerline
+    (``rules.lane_state``)."""
+    if e.lane_tracking and a.cls != CLS_PEDESTRIAN:
+        lane_state_tracked(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.lane_align_cos, e.ego.topology_cap, &e.lg[w])
+    else:
+        lane_state(e.wmap[w], a, e.lane_max_dist, e.z_gate, e.lane_align_cos)
 
 cdef void _settle(Engine e, Py_ssize_t w, Agent* a, Py_ssize_t r, int outcome, bint goal) noexcept nogil:
     """Apply a consequence (``rules.consequence``) or, failing one that removes the agent, the goal

@@ -9,6 +9,8 @@
     terrazero train --preset quick --total-steps 50000 --out runs/quick   train PPO with DPSA
     terrazero eval runs/quick --episodes 100 [--deterministic] [--json eval.json]   evaluate a checkpoint
     terrazero eval runs/early --vs runs/final [--chart vs.png] [--filmstrip worst.png]   paired comparison
+    terrazero eval --driver reference --preset quick --maps carla_town01   a baseline driver's table
+    terrazero eval runs/quick --vs idm        a run against a baseline driver on the same episodes
 
 Bad input (an option out of range, a ``--set`` value of the wrong type, a missing or corrupt file)
 ends the command with one line on stderr naming the setting and exit status 2, never a traceback.
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
+from .drivers import DRIVERS
 from .metrics import PROGRESS_REFERENCES
 from .suites import SUITES
 from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float, prefer_huge_pages
@@ -129,21 +132,63 @@ def _cmd_train(args: argparse.Namespace) -> int:
 _REFERENCE_TEXT = {"idm": "IDM driver from the same start", "limit": "posted-limit driver"}
 
 
+def _eval_subjects(args: argparse.Namespace):
+    """What ``terrazero eval`` compares: ``(A, B or None, config, where the config came from)``, each
+    subject a ``(label, run zip or None, driver name or None)``. A is the positional run or
+    ``--driver NAME``; B is ``--vs``'s run or driver (a driver's name, when no file or folder of that
+    name exists). The config is ``--preset``/``--config`` when given, else the first run's saved
+    config, else the quick preset (drivers alone)."""
+    from pathlib import Path
+
+    from terrazero_env.agents.evaluate import resolve_run
+
+    from .config_io import load_config
+
+    if (args.checkpoint is None) == (args.driver is None):
+        raise ValueError("name what to evaluate: a run (checkpoint .zip, run directory or checkpoint folder) "
+                         f"or a baseline with --driver {{{','.join(DRIVERS)}}}, not both")
+    subjects = []
+    found_cfg = None
+    for spec, is_driver in ((args.checkpoint, False), (args.driver, True), (args.vs, False)):
+        if spec is None:
+            continue
+        if is_driver or (spec in DRIVERS and not Path(spec).exists()):
+            subjects.append((f"the {spec} driver", None, spec))
+            continue
+        zip_path, cfg, source = resolve_run(spec, args.preset)
+        if found_cfg is None:
+            found_cfg = (cfg, source)
+        subjects.append((str(zip_path), zip_path, None))
+    if args.preset is not None:
+        cfg, source = load_config(args.preset), str(args.preset)
+    elif found_cfg is not None:
+        cfg, source = found_cfg
+    else:
+        cfg, source = load_config("quick"), "quick"
+    return subjects[0], (subjects[1] if len(subjects) > 1 else None), cfg, source
+
+
+def _eval_model(subject, args: argparse.Namespace):
+    """The policy (loaded from its zip) or the baseline driver of an eval subject."""
+    from terrazero_env.agents.evaluate import load_checkpoint
+
+    from .drivers import make_driver
+
+    _, zip_path, driver = subject
+    if driver is not None:
+        return make_driver(driver)
+    return load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     import torch  # imports torch, like train
 
-    from terrazero_env.agents.evaluate import (
-        compare_policies,
-        evaluate,
-        format_table,
-        load_checkpoint,
-        resolve_run,
-    )
+    from terrazero_env.agents.evaluate import compare_policies, evaluate, format_table
 
     from .metrics import format_closed_loop, format_comparison
 
     if args.chart is not None and args.vs is None:
-        raise ValueError("--chart draws a --vs comparison: name a second run with --vs")
+        raise ValueError("--chart draws a --vs comparison: name a second run or driver with --vs")
     if args.suite is None and args.scenes is not None:
         raise ValueError("--scenes sets the scenes per family of a --suite: name one with --suite")
     if args.suite is not None:
@@ -155,24 +200,25 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         args.episodes = 100
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
-    zip_path, cfg, source = resolve_run(args.checkpoint, args.preset)
+    subject_a, subject_b, cfg, source = _eval_subjects(args)
     if args.suite is not None:
-        return _eval_suite(args, zip_path, cfg, source)
+        return _eval_suite(args, subject_a, cfg, source)
     if args.maps:
         cfg = cfg.with_overrides(maps=tuple(args.maps))
-    model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
+    model = _eval_model(subject_a, args)
     mode = "deterministic" if args.deterministic else "sampled"
-    if args.vs is not None:
-        zip_b, _, _ = resolve_run(args.vs, args.preset)
-        model_b = load_checkpoint(zip_b, device=args.device, trust_pickle=args.trust_pickle)
+    if subject_b is not None:
+        model_b = _eval_model(subject_b, args)
+        actions = (f"{mode} policy actions" if subject_a[2] is None or subject_b[2] is None
+                   else "the drivers' actions")
         try:
             out = compare_policies(model, model_b, cfg, episodes=args.episodes, seed=args.seed,
                                    deterministic=args.deterministic, config_name=f"config {source}",
                                    filmstrip=args.filmstrip, progress_reference=args.progress_reference)
         except RuntimeError as e:
             raise ValueError(str(e)) from e
-        print(f"A = {zip_path}\nB = {zip_b}\nboth on {', '.join(out['a']['maps'])} (config {source}): "
-              f"{args.episodes} paired episodes, seed {args.seed}, {mode} actions, "
+        print(f"A = {subject_a[0]}\nB = {subject_b[0]}\nboth on {', '.join(out['a']['maps'])} (config {source}): "
+              f"{args.episodes} paired episodes, seed {args.seed}, {actions}, "
               f"ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
         print(format_comparison(out["comparison"], "A", "B"))
         if args.chart:
@@ -184,9 +230,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         if args.json:
             from pathlib import Path
 
-            doc = {"a": str(zip_path), "b": str(zip_b), "config": source, "episodes": args.episodes,
+            doc = {"a": subject_a[0], "b": subject_b[0], "config": source, "episodes": args.episodes,
                    "seed": args.seed, "deterministic": args.deterministic,
                    "progress_reference": args.progress_reference, "comparison": out["comparison"],
+                   "rows_a": out["a"]["rows"], "rows_b": out["b"]["rows"],
                    "closed_loop_a": out["a"]["closed_loop"], "closed_loop_b": out["b"]["closed_loop"]}
             Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
             print(f"wrote {args.json}")
@@ -197,8 +244,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                           filmstrip=args.filmstrip, progress_reference=args.progress_reference)
     except RuntimeError as e:
         raise ValueError(str(e)) from e
-    print(f"{zip_path} on {', '.join(result['maps'])} (config {source}): {result['episodes']} episodes, "
-          f"seed {result['seed']}, {mode} actions, {result['worlds']} worlds x {result['slots_per_world']} slots "
+    actions = f"{mode} actions" if subject_a[2] is None else "the driver's actions"
+    print(f"{subject_a[0]} on {', '.join(result['maps'])} (config {source}): {result['episodes']} episodes, "
+          f"seed {result['seed']}, {actions}, {result['worlds']} worlds x {result['slots_per_world']} slots "
           f"in {result['rounds']} round(s); ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     print(format_table(result))
     print(format_closed_loop(result["closed_loop"]))
@@ -208,24 +256,26 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         from pathlib import Path
 
-        out = {"checkpoint": str(zip_path), "config": source, **result}
+        who = {"checkpoint": str(subject_a[1])} if subject_a[2] is None else {"driver": subject_a[2]}
+        out = {**who, "config": source, **result}
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
     return 0
 
 
-def _eval_suite(args: argparse.Namespace, zip_path: Path, cfg: EngineConfig, source: str) -> int:
-    """``terrazero eval RUN --suite NAME``: one row per family as it finishes, then the mean."""
-    from terrazero_env.agents.evaluate import load_checkpoint
+def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: str) -> int:
+    """``terrazero eval RUN --suite NAME`` (or ``--driver NAME --suite NAME``): one row per family as
+    it finishes, then the mean."""
     from terrazero_env.agents.suite_eval import evaluate_suite
 
     from .suites import format_suite, get_suite
 
-    model = load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
+    model = _eval_model(subject, args)
     scenes = 20 if args.scenes is None else args.scenes
     names = [f.name for f in get_suite(args.suite)]
-    print(f"{zip_path} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
-          f"seed {args.seed}, deterministic actions, ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
+    actions = "deterministic actions" if subject[2] is None else "the driver's actions"
+    print(f"{subject[0]} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
+          f"seed {args.seed}, {actions}, ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     try:
         out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
                              progress_reference=args.progress_reference,
@@ -237,8 +287,8 @@ def _eval_suite(args: argparse.Namespace, zip_path: Path, cfg: EngineConfig, sou
     if args.json:
         from pathlib import Path
 
-        Path(args.json).write_text(json.dumps({"checkpoint": str(zip_path), "config": source, **out}, indent=1),
-                                   encoding="utf-8")
+        who = {"checkpoint": str(subject[1])} if subject[2] is None else {"driver": subject[2]}
+        Path(args.json).write_text(json.dumps({**who, "config": source, **out}, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
     return 0
 
@@ -328,13 +378,19 @@ def make_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train PPO (SMPO, V-trace, PopArt, priorities) with DPSA sampling")
     add_train_arguments(t)
     t.set_defaults(func=_cmd_train)
-    ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy: rates and means with 95%% CIs")
-    ev.add_argument("checkpoint", help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
-                         "or a checkpoint folder holding model.zip")
+    ev = sub.add_parser("eval", help="closed-loop rollouts of a trained policy or a baseline driver: rates and means with 95%% CIs")
+    ev.add_argument("checkpoint", nargs="?", default=None,
+                    help="a checkpoint .zip (PPO.save), a run directory holding checkpoint.zip, "
+                         "or a checkpoint folder holding model.zip (or --driver in its place)")
+    ev.add_argument("--driver", default=None, choices=list(DRIVERS),
+                    help="evaluate a baseline driver instead of a run: reference (the drivability check on "
+                         "the policy's own action grid), idm (the engine's IDM law) or planner (the planner "
+                         "traffic's PDM-style logic); worlds of --preset/--config (default quick)")
     ev.add_argument("--episodes", type=int_in(1, 10**7), default=None,
                     help="completed episodes (one per agent slot and world reset; default 100)")
-    ev.add_argument("--preset", default=None,
-                    help="preset name or config YAML (default: config.yaml beside the checkpoint or one folder up)")
+    ev.add_argument("--preset", "--config", dest="preset", default=None,
+                    help="preset name or config YAML (default: config.yaml beside the checkpoint or one folder "
+                         "up; the quick preset for drivers alone)")
     ev.add_argument("--maps", nargs="+", default=None, metavar="MAP", help="maps to evaluate on (default: the config's)")
     ev.add_argument("--seed", type=SEED, default=0, help="an integer in [0, 2**64)")
     ev.add_argument("--deterministic", action="store_true", help="take the most likely action instead of sampling")
@@ -345,7 +401,8 @@ def make_parser() -> argparse.ArgumentParser:
                     help="half-width (m) of a window that follows the first controlled agent (default: whole map)")
     ev.add_argument("--json", default=None, metavar="OUT", help="also write the rows and per-episode outcomes as JSON")
     ev.add_argument("--vs", default=None, metavar="RUN_B",
-                    help="compare with a second checkpoint on the same seeds and scenes: each metric's means, "
+                    help="compare with a second run or a driver (reference, idm, planner) on the same seeds and "
+                         "scenes: each metric's means, "
                          "A - B and its delete-one jackknife 95%% interval (* when it excludes zero)")
     ev.add_argument("--chart", default=None, metavar="PNG", help="with --vs: bar charts of the metrics with intervals")
     ev.add_argument("--filmstrip", default=None, metavar="PNG",

@@ -498,6 +498,16 @@ class EngineConfig:
     any). The current lane gives the lane-state observations, wrong-way driving, the stop line a car
     crosses and route progress. pi: always the nearest centerline (appendix B's "nearest lane"), which
     at intersections and turning loops can be a crossing or opposing lane."""
+    lane_tracking: bool = False
+    """Keep each vehicle's current lane by continuity rather than re-guessing it every step (ours):
+    the lane it was on (or placed on) while the car stays within half its width and heads within 60
+    degrees of it; past that lane's end its successors, the one on the goal's shortest lane-graph
+    route first; then its same-direction neighbours; only then the nearest centerline as
+    ``lane_align_angle`` chooses it (with at most 60 degrees). Inside an intersection the lane state,
+    the lane rewards, the curvature ahead and the stop line then follow the connector the car drives,
+    not whichever overlapping connector is nearest; a car over the centre line is outside its lane and
+    still reads the opposing lane (wrong way). False: the nearest centerline every step (appendix B's
+    "nearest lane"). Pedestrians always take the nearest centerline."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
@@ -545,6 +555,7 @@ class EngineConfig:
                     unit=" of metres")
         check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
         check_float("EngineConfig.lane_align_angle", self.lane_align_angle, 0.0, math.pi, unit=" of radians")
+        check_bool("EngineConfig.lane_tracking", self.lane_tracking)
         if not isinstance(self.consequences, Mapping):
             raise ValueError(f"EngineConfig.consequences: a mapping of violation to consequence, got {self.consequences!r}")
         unknown = set(self.consequences) - set(VIOLATIONS)

@@ -261,6 +261,8 @@ BAD: list[tuple[type, str, object, str]] = [
     (EngineConfig, "offroad_tolerance", -0.1, "EngineConfig.offroad_tolerance"),
     (EngineConfig, "offroad_tolerance", 2.5, "EngineConfig.offroad_tolerance"),
     (EngineConfig, "offroad_tolerance", "0.3", "EngineConfig.offroad_tolerance"),
+    (EngineConfig, "lane_tracking", 1, "EngineConfig.lane_tracking"),
+    (EngineConfig, "lane_tracking", "on", "EngineConfig.lane_tracking"),
     (EngineConfig, "classes", {AgentType.CAR: default_classes()[AgentType.CAR]}, "EngineConfig.classes"),
     (EngineConfig, "classes", {**default_classes(), AgentType.BUS: "bus"}, "EngineConfig.classes"),
     (EngineConfig, "obs", {"dtype": "float16"}, "EngineConfig.obs"),

@@ -11,6 +11,7 @@ import numpy as np
 
 __all__ = [
     "arc",
+    "BALLOON_FLARE_MARGIN",
     "balloon",
     "chain",
     "curve",
@@ -119,6 +120,14 @@ def arc(center: np.ndarray, radius: float, a0: float, a1: float, step: float = S
     """Circular arc from polar angle ``a0`` to ``a1`` (rad; counter-clockwise when ``a1 > a0``)."""
     n = max(2, int(np.ceil(abs(a1 - a0) * radius / step - 1e-9)) + 1)
     return np.asarray(center, np.float64) + radius * direction(np.linspace(a0, a1, n))
+
+
+#: Metres by which a turnaround's flare arcs reach beyond its outermost lane: the radius of the
+#: outermost lane's flare arcs, where the loop turns away from the road before it turns back. At 9 m
+#: a 5 m car on the steering-rate-limited model (0.6 rad/s) can follow the reversal from that arc into
+#: the loop around the island while its corners stay on the road (4 m left the outermost lane's
+#: corners 0.2 m of room and asked for a reversal of 0.7 rad at once).
+BALLOON_FLARE_MARGIN = 9.0
 
 
 def balloon(origin: np.ndarray, forward: float, lateral: float, flare: float, radius: float,

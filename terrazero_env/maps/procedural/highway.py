@@ -11,7 +11,7 @@ import numpy as np
 
 from ..schema import Handedness, MapData, RoadLineType
 from .assembly import MapAssembler, check_lane_params, parse_handedness
-from .geometry import balloon, curve
+from .geometry import BALLOON_FLARE_MARGIN, balloon, curve
 
 __all__ = ["highway"]
 
@@ -85,7 +85,7 @@ def _end_loops(asm: MapAssembler, frame: _Frame, s_end: float, ins: list[int], o
     forward = float(frame.heading(s_end)) + (0.0 if s_end > 0.0 else np.pi)
 
     def loop(lateral: float) -> np.ndarray:
-        return balloon(origin, forward, lateral, m + n * w + 4.0, LOOP_RADIUS)
+        return balloon(origin, forward, lateral, m + n * w + BALLOON_FLARE_MARGIN, LOOP_RADIUS)
 
     for i in range(n):
         pts = loop(m + (i + 0.5) * w)

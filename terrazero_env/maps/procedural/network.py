@@ -24,7 +24,7 @@ import numpy as np
 
 from ..schema import Movement, RoadLineType
 from .assembly import MapAssembler
-from .geometry import balloon, curve, direction, left_normal, resample, tight_turn, wrap_angle
+from .geometry import BALLOON_FLARE_MARGIN, balloon, curve, direction, left_normal, resample, tight_turn, wrap_angle
 
 __all__ = ["CROSSWALK_WIDTH", "FILLET", "RoadNetwork", "add_dead_end", "add_road", "build_network"]
 
@@ -37,7 +37,7 @@ CROSSWALK_GAP = 0.5
 #: Gap (m) between the crosswalk (or corner) and the stop line behind it.
 STOP_GAP = 1.0
 #: Radius (m) of the island a dead end's turnaround loops run around.
-TURNAROUND_ISLAND = 6.0
+TURNAROUND_ISLAND = 9.0
 #: Shortest road lane (m) a network may leave between two junctions.
 MIN_LANE_LENGTH = 8.0
 
@@ -118,7 +118,7 @@ def add_dead_end(asm: MapAssembler, p: np.ndarray, angle: float, lanes_in: list[
     are joined by concentric U-turn loops around a small island.
     """
     w, n = asm.lane_width, len(lanes_in)
-    flare = n * w + 4.0
+    flare = n * w + BALLOON_FLARE_MARGIN
 
     def loop(lateral: float) -> np.ndarray:
         return balloon(p, angle + np.pi, lateral, flare, TURNAROUND_ISLAND)

@@ -1,0 +1,51 @@
+"""Drivability check: the baseline drivers' rates on the quick preset's worlds, one row per map.
+
+    python benchmarks/reference_driver.py                       # reference driver, 800 episodes x 3 maps
+    python benchmarks/reference_driver.py --drivers reference idm planner --episodes 400
+
+Each row is :func:`terrazero_env.agents.evaluate.evaluate` of a driver from
+:mod:`terrazero_env.drivers` on ``load_config("quick", maps=[MAP])`` (the preset's road users, signals
+and agent counts), ego progress against the posted-limit driver; rates with their Wilson 95%
+intervals, as ``terrazero eval --driver NAME`` prints them. The reference driver drives on the
+policy's own dynamics and action grid, so its rates are what the controls allow: the targets are at
+most 1% off-road, wrong-way, red-light and collision, and at least 90% goal reach.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from terrazero_env import load_config
+from terrazero_env.agents.evaluate import evaluate
+from terrazero_env.drivers import DRIVERS, make_driver
+
+COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_way_rate", "wrong-way"),
+           ("red_light_rate", "red light"), ("collision_rate", "collision"),
+           ("comfort_violation_rate", "comfort viol."))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--maps", nargs="+", default=["grid_town", "carla_town01", "highway"])
+    p.add_argument("--drivers", nargs="+", default=["reference"], choices=list(DRIVERS))
+    p.add_argument("--episodes", type=int, default=800)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--preset", default="quick")
+    args = p.parse_args()
+    print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
+    print("|---|---|" + "---|" * (len(COLUMNS) + 1))
+    for name in args.drivers:
+        for m in args.maps:
+            t0 = time.perf_counter()
+            res = evaluate(make_driver(name), load_config(args.preset, maps=[m]), episodes=args.episodes,
+                           seed=args.seed, progress_reference="limit")
+            cells = []
+            for key, _ in COLUMNS:
+                row = res["rows"][key]
+                cells.append(f"{100 * row['value']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]")
+            print(f"| {name} | {m} | " + " | ".join(cells) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
