@@ -118,6 +118,13 @@ class TrainSettings:
         unknown = set(self.ppo) - PPO_KEYS
         if unknown:
             raise ValueError(f"train: unknown keys {sorted(unknown)}")
+        # Sizes that allocate: the rollout buffer grows with n_steps, the update's work with the rest
+        # (the bounds of the command line's --n-steps; a run folder's train.yaml is read the same way).
+        for name, hi in (("n_steps", 10**6), ("batch_size", 10**8), ("num_minibatches", 10**6), ("n_epochs", 10**4),
+                         ("segment_length", 10**6)):
+            v = self.ppo.get(name)
+            if v is not None:
+                check_int(f"train.{name}", v, 1, hi)
         lr = self.ppo.get("learning_rate")
         if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"train.learning_rate: a positive number, got {lr!r}")

@@ -230,6 +230,14 @@ def _truncate_at(path: Path, key: str) -> None:
     path.write_text(text[: text.index(f"\n{key}\n") + 1])
 
 
+def _huge_n_steps(run: Path) -> None:
+    import yaml
+
+    d = yaml.safe_load((run / "train.yaml").read_text())
+    (d["ppo"] if isinstance(d.get("ppo"), dict) else d)["n_steps"] = 10**9
+    (run / "train.yaml").write_text(yaml.safe_dump(d))
+
+
 def _point_latest_at_a_link(run: Path, victim: Path) -> None:
     (run / "checkpoints" / "iter_000009").symlink_to(victim.parent)
     (run / "checkpoints" / "latest").write_text("iter_000009\n")
@@ -250,6 +258,7 @@ TAMPER = {  # case: (how, fragment of the one-line refusal)
     "checkpoint folder is a link": (lambda r, v: _point_latest_at_a_link(r, v), "iter_000009 is a symbolic link"),
     "config.yaml truncated": (lambda r, v: _truncate_at(r / "config.yaml", "signals:"), "differs from the config saved"),
     "train.yaml empty": (lambda r, v: (r / "train.yaml").write_text(""), "train.yaml: expected a mapping"),
+    "train.yaml n_steps of 10**9": (lambda r, v: _huge_n_steps(r), "train.n_steps: an integer in [1, 1000000]"),
     "train.yaml a list": (lambda r, v: (r / "train.yaml").write_text("[1, 2]\n"), "train.yaml: expected a mapping"),
     "train.yaml an alias bomb": (lambda r, v: (r / "train.yaml").write_text(
         "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
