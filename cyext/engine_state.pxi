@@ -127,10 +127,13 @@ cdef _check_state_contents(Engine e, dict got):
                     or _bad_real(a.length, lim) or _bad_real(a.width, lim) or _bad_real(a.lane_s, lim)):
                 raise ValueError(f"engine state 'agents': {row} has a pose, speed, goal or size that is not "
                                  f"finite or beyond {lim:g}")
-            if not (0 <= pl[w * A + i].on <= 1 and -1 <= pl[w * A + i].choice < max(n_prop, 0)) or \
-                    _bad_real(pl[w * A + i].timer, lim):
+            # the choice is read only while the row is planner-driven (planner.pxd)
+            if not 0 <= pl[w * A + i].on <= 1 or _bad_real(pl[w * A + i].timer, lim) or \
+                    _bad_real(pl[w * A + i].speed_factor, lim) or _bad_real(pl[w * A + i].lat_off, lim) or \
+                    (pl[w * A + i].on and not -1 <= pl[w * A + i].choice < n_prop):
                 raise ValueError(f"engine state 'buffer/plan_state': {row} has planner flag {pl[w * A + i].on}, "
-                                 f"choice {pl[w * A + i].choice} (of {n_prop}) or a timer outside its range")
+                                 f"choice {pl[w * A + i].choice} (of {n_prop}), a timer, speed factor or lateral "
+                                 "offset outside its range")
             if not 0 <= pd[w * A + i].state <= 2:
                 raise ValueError(f"engine state 'buffer/ped_state': {row} has pedestrian state "
                                  f"{pd[w * A + i].state}, outside [0, 2]")

@@ -450,7 +450,8 @@ def test_a_data_entry_asking_for_a_huge_rollout_buffer_is_refused(base_run, tmp_
 
 @pytest.mark.parametrize("call", ["e.signal_states(-1)", "e.stop_line_states(-1)", "e.num_agents(-1)",
                                   "e.num_agents(2)", "e.set_stop_line_state(-1, 0, 0, 1.0)",
-                                  "e.agent_states(-1)", "e.reset([0, 0])", "e.reset([1, 0, 1], [1, 2, 3])"])
+                                  "e.agent_states(-1)", "e.reset([0, 0])", "e.reset([1, 0, 1], [1, 2, 3])",
+                                  "e.set_ego_driver([0, 0], [1, 1], 'idm')", "e.hand_to_idm([1, 1], [0, 0])"])
 def test_negative_or_repeated_world_indices_are_refused(call):
     r = run_child(f"""
         from terrazero_env import load_config
