@@ -576,6 +576,7 @@ CLI_CASES = [  # (argv, environment, fragment the one line must contain)
     (["train", "--dataset", "{d}/list_manifest.json"], {}, "list_manifest.json: needs a non-empty 'scenarios'"),
     (["train", "--dataset", "{d}/ds_list"], {}, "manifest.json: needs an object"),
     (["train", "--dataset", "{d}/ds_fifo"], {}, "stuck.tzb: a FIFO"),
+    (["maps", "inspect", "{d}/ds_fifo/stuck.tzb"], {}, "stuck.tzb: not a regular file"),
     (["train", "--total-steps", "64"], {"WORLD_SIZE": "two"}, "environment variable WORLD_SIZE='two'"),
     (["train", "--total-steps", "64"], {"WORLD_SIZE": "0"}, "environment variable WORLD_SIZE=0"),
     (["train", "--total-steps", "64"], {"LOCAL_RANK": "-3"}, "environment variable LOCAL_RANK=-3"),

@@ -75,6 +75,8 @@ def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> M
     suffix = p.suffix.lower()
     if suffix == "" and not p.exists():
         return load(asset_path(s))
+    if p.exists() and not p.is_file():
+        raise MapValidationError(f"map source {s}: not a regular file (a folder, FIFO or device; refused)")
     if not p.is_file():
         raise FileNotFoundError(f"map source not found: {s}")
     if suffix == ".tzb":
