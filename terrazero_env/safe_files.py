@@ -140,7 +140,7 @@ def append_text(path: str | os.PathLike[str], text: str, what: str = "file") -> 
     p = os.fspath(path)
     try:
         fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                     | getattr(os, "O_CLOEXEC", 0), 0o644)
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
     except OSError as e:
         if os.path.islink(p):
             raise UnsafeFileError(f"{what} {p} is a symbolic link; refusing to write through it") from None
@@ -175,7 +175,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, what: str = "f
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -186,10 +186,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, what: str = "f
     return target
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()  # read once, at import: reading it sets it for an instant, which threads could see
+
+
+def _umask() -> int:
+    return _UMASK
 
 
 def atomic_writer(path: str | os.PathLike[str], what: str = "file") -> _AtomicWriter:
@@ -215,7 +222,7 @@ class _AtomicWriter:
                 os.fsync(self.f.fileno())
             self.f.close()
             if exc_type is None:
-                os.chmod(self.tmp, 0o644 & ~_umask())
+                os.chmod(self.tmp, 0o666 & ~_umask())
                 os.replace(self.tmp, self.target)
                 return
         except BaseException:
