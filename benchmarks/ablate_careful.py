@@ -56,6 +56,9 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
 * ``boundary_top``: the off-road (boundary) penalty drawn from [2.5, 3] instead of the preset's [1, 3],
   the top of table 8's vehicle range [0, 3]: leaving the road costs every car nearly the most the
   paper allows.
+* ``hazards``: a share of the long-tail suite's obstacles in the training worlds (TerraZero trains
+  among stopped vehicles, crash clusters and construction zones): up to one rear-end crash chain, one
+  crash fan, one cone taper and one lane closure per world, each drawn from [0, 1].
 * ``low_entropy``: PPO's entropy coefficient 0.003 instead of table 14's 0.01 (the paper's value is
   for billions of steps): aimed at the sampled policy's remaining weight on full lateral jerks and the
   -15 m/s^3 brake late in the 1.4M budget, each such pick a comfort violation or the start of a drift.
@@ -144,6 +147,8 @@ CHANGES: dict[str, dict[str, Any]] = {
     "route_curvature": {"obs.road_curvature_route": True},
     "lane_tracking": {"lane_tracking": True},
     "curvature_20m": {"obs.curvature_lookahead": 20.0},
+    "hazards": {"road_users.crash_chain": [0, 1], "road_users.crash_fan": [0, 1],
+                "road_users.cone_taper": [0, 1], "road_users.lane_block": [0, 1]},
 }
 #: Table columns: (heading, evaluation row key).
 COLUMNS = (("goal", "goal_reach_rate"), ("offroad", "offroad_rate"), ("wrong-way", "wrong_way_rate"),

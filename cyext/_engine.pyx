@@ -9,11 +9,9 @@
 * ``Engine``: W worlds x K controlled slots stepped without the GIL into preallocated buffers;
 * ``ObsLayout``: where every observation feature lives, read by policies instead of hand-typed indices.
 
-Concerns live in their own ``.pxd`` modules (geometry, rng, dynamics, rules, traffic, signals, observe,
-rewards, scene; rule-based road users in route, yielding, roadusers, pedestrians and orca; episode
-metrics in metrics). The Engine class is in ``engine.pxi``; the work behind it is in module-level
-functions taking the engine, one ``.pxi`` per concern (scene_checks, signal_store, placement,
-world_step, engine_state). Python never loops over agents on the step path.
+Concerns live in their own ``.pxd`` modules and the Engine class's work in one ``.pxi`` per concern;
+``docs/design.md`` ("Where each concept lives") is the one list of them. Python never loops over agents
+on the step path.
 """
 
 import numpy as np

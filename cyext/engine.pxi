@@ -2,9 +2,7 @@
 # _engine.pyx. This file owns the Engine class: its fields, construction and buffers, the table and
 # layout loading, and the Python API (reset, step, assign_maps, accessors). The work behind the API
 # lives in module-level functions taking the engine, one file per concern, included by _engine.pyx
-# after this one: signal storage (signal_store.pxi), scene composition and goals (placement.pxi),
-# the per-world step as a fixed sequence of named calls (world_step.pxi), and state snapshots and
-# inspection (engine_state.pxi).
+# after this one; docs/design.md ("Where each concept lives") is the one list of them.
 
 cdef enum:
     MAX_GRID = 32          # action values per axis and class
