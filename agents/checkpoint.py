@@ -20,7 +20,6 @@ so it is read with ``torch.load(..., weights_only=True)`` and loading a shared f
 
 from __future__ import annotations
 
-import os
 import random
 from collections import deque
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.vec_env import VecMonitor
+
+from terrazero_env.safe_files import UnsafeFileError, atomic_write, atomic_writer, read_text
 
 from ..wrappers.sb3 import SB3VecEnv
 
@@ -133,9 +134,8 @@ def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: d
         "ep_info_buffer": list(model.ep_info_buffer or []), "ep_success_buffer": list(model.ep_success_buffer or []),
         "rng": _rng_state(model.device), "env": env_state(model.env), "extra": extra,
     }
-    tmp = path.with_suffix(".tmp")
-    torch.save(to_plain(state), tmp)
-    os.replace(tmp, path)
+    with atomic_writer(path, "checkpoint file") as f:
+        torch.save(to_plain(state), f)
 
 
 def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[str, Any]:
@@ -173,19 +173,37 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     return state["extra"]
 
 
+def _run_path(run_dir: Path, path: Path, what: str) -> Path:
+    """``path`` itself, refused when it is a symbolic link or resolves outside ``run_dir`` (a run
+    folder shared with others must not lead reads or writes into another folder)."""
+    if path.is_symlink():
+        raise ValueError(f"{what} {path} is a symbolic link; a run folder's files and folders may not be links")
+    root = Path(run_dir).resolve()
+    if root != path.resolve() and root not in path.resolve().parents:
+        raise ValueError(f"{what} {path} lies outside the run folder {run_dir}")
+    return path
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint folder of a run, or None."""
-    pointer = Path(run_dir) / "checkpoints" / "latest"
-    if not pointer.is_file():
+    """The newest complete checkpoint folder of a run, or None. The pointer ``checkpoints/latest``
+    must be a regular file holding one folder name (``iter_NNNNNN``) of ``checkpoints/``; a pointer
+    that is a link, names a path (``../..``, an absolute path) or a link is refused naming it."""
+    checkpoints = _run_path(run_dir, Path(run_dir) / "checkpoints", "checkpoint folder")
+    pointer = checkpoints / "latest"
+    if not pointer.exists() and not pointer.is_symlink():
         return None
-    folder = pointer.parent / pointer.read_text(encoding="utf-8").strip()
+    _run_path(run_dir, pointer, "checkpoint pointer")
+    try:
+        name = read_text(pointer, 4096, "checkpoint pointer").strip()
+    except UnsafeFileError as e:
+        raise ValueError(str(e)) from None
+    if not name.startswith("iter_") or not name[5:].isdigit() or len(name) > 32:
+        raise ValueError(f"checkpoint pointer {pointer} holds {name[:80]!r}, not the name of a checkpoint folder "
+                         "(iter_NNNNNN) of the run")
+    folder = _run_path(run_dir, checkpoints / name, "checkpoint folder")
     return folder if folder.is_dir() else None
 
 
 def mark_latest(folder: Path) -> None:
-    """Point ``checkpoints/latest`` at ``folder`` (atomic replace)."""
-    pointer = folder.parent / "latest"
-    tmp = pointer.with_suffix(".tmp")
-    tmp.write_text(folder.name + "\n", encoding="utf-8")
-    os.replace(tmp, pointer)
-
+    """Point ``checkpoints/latest`` at ``folder`` (atomic replace, never through a link)."""
+    atomic_write(folder.parent / "latest", folder.name + "\n", "checkpoint pointer")

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["Sync", "init_from_environment", "shutdown"]
+__all__ = ["Sync", "env_int", "init_from_environment", "shutdown"]
 
 
 class Sync:
@@ -97,6 +97,21 @@ class Sync:
             dist.barrier()
 
 
+def env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """The integer environment variable ``name`` (``default`` when unset) in [lo, hi]; anything else
+    raises ValueError naming the variable."""
+    text = os.environ.get(name)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        v = int(text.strip(), 10)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={text[:40]!r}: expected an integer") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"environment variable {name}={v}: must lie in [{lo}, {hi}]")
+    return v
+
+
 def init_from_environment(device: str = "auto", timeout_s: float = 600.0) -> tuple[Sync, torch.device]:
     """Join the process group that ``torchrun`` describes (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
     ``MASTER_ADDR``/``MASTER_PORT``) and pick this rank's device: ``cuda:LOCAL_RANK`` when CUDA is
@@ -104,8 +119,12 @@ def init_from_environment(device: str = "auto", timeout_s: float = 600.0) -> tup
     ``device``: "auto", "cpu" or "cuda"."""
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_size = env_int("WORLD_SIZE", 1, 1, 65_536)
+    local_rank = env_int("LOCAL_RANK", 0, 0, 65_535)
+    if world_size > 1:
+        rank = env_int("RANK", 0, 0, world_size - 1)
+        if local_rank > rank:
+            raise ValueError(f"environment variable LOCAL_RANK={local_rank} exceeds RANK={rank}")
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_cuda and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for but torch sees no CUDA device")

@@ -25,11 +25,26 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
-__all__ = ["SAFE_ENTRY", "PickleRefusedError", "add_safe_entry", "load_model", "pickled_attributes"]
+from terrazero_env.safe_files import UnsafeFileError, load_json
+
+__all__ = ["MAX_BUFFER_BYTES", "MAX_ENTRY_RATIO", "SAFE_ENTRY", "PickleRefusedError", "add_safe_entry", "check_archive",
+           "load_model", "pickled_attributes"]
 
 #: The zip entry holding the plain-data description of ``data``'s pickled attributes.
 SAFE_ENTRY = "terrazero.json"
 SAFE_FORMAT = 1
+
+
+MAX_ENTRY_RATIO = 200
+"""Largest ratio of an entry's declared (uncompressed) size to the whole zip's size; deflated weights
+and JSON compress a few times at most, a zip bomb by thousands."""
+MAX_ENTRY_BYTES = 4 * 1024**3
+"""Largest declared size of one entry (bytes)."""
+MAX_BUFFER_BYTES = 4 * 1024**3
+"""Largest rollout buffer a loaded model's ``n_steps`` x ``n_envs`` x observation size may ask for
+(bytes of float32 observations), checked before SB3 allocates it."""
+MAX_JSON_ENTRY_BYTES = 64 * 1024 * 1024
+"""Largest ``data`` or safe entry read as JSON (bytes)."""
 
 
 class PickleRefusedError(ValueError):
@@ -126,12 +141,57 @@ def _zip_path(path: str | Path) -> Path:
     return p if p.suffix else Path(f"{p}.zip")
 
 
-def pickled_attributes(archive: zipfile.ZipFile) -> list[str]:
+def check_archive(archive: zipfile.ZipFile, path: str | Path, size: int) -> None:
+    """Refuse a zip whose entries declare more bytes than a model can hold: any entry beyond
+    :data:`MAX_ENTRY_BYTES` or :data:`MAX_ENTRY_RATIO` times the file's ``size`` (a zip bomb), checked
+    from the central directory before anything is decompressed."""
+    limit = min(MAX_ENTRY_BYTES, MAX_ENTRY_RATIO * max(size, 1) + 1024 * 1024)
+    for info in archive.infolist():
+        if info.file_size > limit:
+            raise ValueError(f"{path}: zip entry {info.filename!r} declares {info.file_size} bytes, over the "
+                             f"{limit}-byte limit for a {size}-byte file (refused: a zip bomb?)")
+
+
+def _read_json_entry(archive: zipfile.ZipFile, name: str, path: str | Path) -> Any:
+    info = archive.getinfo(name)
+    if info.file_size > MAX_JSON_ENTRY_BYTES:
+        raise ValueError(f"{path}: zip entry {name!r} declares {info.file_size} bytes, over the "
+                         f"{MAX_JSON_ENTRY_BYTES}-byte limit")
+    try:
+        doc = load_json(archive.read(name), f"{path}: zip entry {name!r}")
+    except UnsafeFileError as e:
+        raise ValueError(str(e)) from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: zip entry {name!r} is a {type(doc).__name__}, not a JSON object")
+    return doc
+
+
+def pickled_attributes(archive: zipfile.ZipFile, path: str | Path = "<zip>") -> list[str]:
     """The attributes that a zip's ``data`` entry stores as pickles (read as JSON, nothing unpickled)."""
     if "data" not in archive.namelist():
         return []
-    data = json.loads(archive.read("data"))
+    data = _read_json_entry(archive, "data", path)
     return [k for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v]
+
+
+def _check_sizes(data: dict[str, Any], described: dict[str, Any], path: str | Path) -> None:
+    """Bound the sizes a ``data`` entry hands SB3's constructor before it allocates the rollout buffer."""
+    for name, hi in (("n_steps", 10**6), ("n_envs", 10**6), ("batch_size", 10**8), ("n_epochs", 10**4)):
+        v = data.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi):
+            raise ValueError(f"{path}: zip entry 'data' has {name} {v!r}, outside [1, {hi}]")
+    obs = described.get("observation_space")
+    width = 1
+    if isinstance(obs, dict) and isinstance(obs.get("box"), dict):
+        shape = obs["box"].get("shape")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and 0 <= d <= 10**7 for d in shape):
+            raise ValueError(f"{path}: {SAFE_ENTRY} has an observation shape {shape!r} that is not a list of sizes")
+        width = int(np.prod(shape, dtype=np.float64)) if shape else 1
+    need = 4 * int(data.get("n_steps") or 1) * int(data.get("n_envs") or 1) * width
+    if need > MAX_BUFFER_BYTES:
+        raise ValueError(f"{path}: zip entry 'data' asks for a rollout buffer of {need} bytes (n_steps "
+                         f"{data.get('n_steps')} x n_envs {data.get('n_envs')} x {width} observation values), "
+                         f"over the {MAX_BUFFER_BYTES}-byte limit")
 
 
 def add_safe_entry(model: Any, path: str | Path) -> None:
@@ -140,7 +200,7 @@ def add_safe_entry(model: Any, path: str | Path) -> None:
     zp = _zip_path(path)
     classes = {cls: name for name, cls in _classes().items()}
     with zipfile.ZipFile(zp, "r") as z:
-        names = pickled_attributes(z)
+        names = pickled_attributes(z, zp)
     described: dict[str, Any] = {}
     undescribed: dict[str, str] = {}
     for name in names:
@@ -160,10 +220,17 @@ def load_model(cls: Any, path: str | Path, device: str | torch.device = "cpu", t
     unless ``trust_pickle`` (then SB3 unpickles the file: only for files you trust)."""
     if trust_pickle:
         return cls.load(str(path), device=device, **kwargs)
-    with zipfile.ZipFile(path, "r") as z:
-        pickled = pickled_attributes(z)
-        entry = json.loads(z.read(SAFE_ENTRY)) if SAFE_ENTRY in z.namelist() else None
-    if entry is not None and (not isinstance(entry, dict) or entry.get("format") != SAFE_FORMAT
+    try:
+        size = Path(path).stat().st_size
+        archive = zipfile.ZipFile(path, "r")
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"{path}: not a model zip ({e})") from None
+    with archive as z:
+        check_archive(z, path, size)
+        pickled = pickled_attributes(z, path)
+        data = _read_json_entry(z, "data", path) if "data" in z.namelist() else {}
+        entry = _read_json_entry(z, SAFE_ENTRY, path) if SAFE_ENTRY in z.namelist() else None
+    if entry is not None and (entry.get("format") != SAFE_FORMAT
                               or not isinstance(entry.get("attributes"), dict)):
         raise ValueError(f"{path}: {SAFE_ENTRY} is not of format {SAFE_FORMAT}")
     described = {} if entry is None else entry["attributes"]
@@ -175,6 +242,7 @@ def load_model(cls: Any, path: str | Path, device: str | torch.device = "cpu", t
             f"{path} stores {', '.join(missing)} as pickled Python objects ({why}); unpickling a file runs any code "
             "it contains, so it is not loaded. If you trust where the file came from, pass --trust-pickle "
             "(trust_pickle=True in Python)")
+    _check_sizes(data, described, path)
     classes = _classes()
     try:
         custom = {k: _decode(described[k], classes) for k in pickled}

@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -41,10 +40,11 @@ import terrazero_env
 from terrazero_env import safe_yaml
 from terrazero_env.config_checks import check_bool, check_float, check_int
 from terrazero_env.config_io import dump_config, load_config, load_train_section
+from terrazero_env.safe_files import append_text, atomic_write, read_bytes, refuse_link
 
 from ..wrappers import DPSA, SGR, DoubleBufferedEnv, SamplingStats
 from . import checkpoint as ckpt
-from .distributed import Sync, init_from_environment
+from .distributed import Sync, env_int, init_from_environment
 from .ppo import N_STEPS, PPO
 
 __all__ = ["PPO_KEYS", "TrainSettings", "build_model", "train", "train_from_args"]
@@ -118,6 +118,13 @@ class TrainSettings:
         unknown = set(self.ppo) - PPO_KEYS
         if unknown:
             raise ValueError(f"train: unknown keys {sorted(unknown)}")
+        # Sizes that allocate: the rollout buffer grows with n_steps, the update's work with the rest
+        # (the bounds of the command line's --n-steps; a run folder's train.yaml is read the same way).
+        for name, hi in (("n_steps", 10**6), ("batch_size", 10**8), ("num_minibatches", 10**6), ("n_epochs", 10**4),
+                         ("segment_length", 10**6)):
+            v = self.ppo.get(name)
+            if v is not None:
+                check_int(f"train.{name}", v, 1, hi)
         lr = self.ppo.get("learning_rate")
         if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"train.learning_rate: a positive number, got {lr!r}")
@@ -298,8 +305,7 @@ class _Loop(BaseCallback):
                "mu": glob[6] / run.sync.world_size, "eta": glob[7] / run.sync.world_size}
         self.last_row = row
         if run.sync.is_main:
-            with open(run.out / "progress.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            append_text(run.out / "progress.jsonl", json.dumps(row) + "\n", "progress file")
             for key in ("return", "goal", "collision", "offroad"):
                 if row[key] is not None:
                     self.logger.record(f"episode/{key}", row[key])
@@ -337,12 +343,15 @@ class _Run:
             folder.mkdir(parents=True, exist_ok=True)
         self.sync.barrier()
         folder.mkdir(parents=True, exist_ok=True)
+        ckpt._run_path(self.out, self.out / "checkpoints", "checkpoint folder")
+        ckpt._run_path(self.out, folder, "checkpoint folder")
         extra = {"iteration": loop.iteration, "seconds": loop.elapsed()}
         ckpt.save_rank_state(self.model, folder / f"rank{self.sync.rank}.pt", self.sync.rank, self.sync.world_size,
                              extra)
         if self.sync.is_main:
+            refuse_link(folder / "model.zip", "checkpoint file")
             self.model.save(folder / "model.zip")
-            shutil.copyfile(self.out / "config.yaml", folder / "config.yaml")
+            _copy_file(self.out / "config.yaml", folder / "config.yaml")
         self.sync.barrier()
         if self.sync.is_main:
             ckpt.mark_latest(folder)
@@ -350,6 +359,30 @@ class _Run:
 
 
 # ------------------------------------------------------------------------------------ train
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    """Copy ``src`` over ``dst`` atomically (never writing through a link planted at ``dst``)."""
+    atomic_write(dst, read_bytes(src, 1 << 34, "run file"), "run file")
+
+
+def _check_config_matches_checkpoint(cfg: Any, out: Path) -> None:
+    """Refuse to resume when the run's ``config.yaml`` differs from the copy saved with its newest
+    checkpoint (a truncated or edited file would otherwise resume with other settings, its missing
+    sections at their defaults)."""
+    folder = ckpt.latest_checkpoint(out)
+    saved = None if folder is None else folder / "config.yaml"
+    if saved is None or not saved.is_file():
+        return
+    ckpt._run_path(out, saved, "checkpoint file")
+    if not saved.is_file():
+        return
+    kept = load_config(saved)
+    if kept != cfg:
+        differ = [f.name for f in fields(cfg) if getattr(cfg, f.name) != getattr(kept, f.name)]
+        raise ValueError(f"cannot resume: {out / 'config.yaml'} differs from the config saved with {folder.name} "
+                         f"(in {', '.join(differ) or 'its values'}); restore it, or start a new run to change the "
+                         "engine config")
 
 
 def _resolve(preset: str, out: Path, resume: bool, overrides: dict[str, Any] | None,
@@ -363,8 +396,14 @@ def _resolve(preset: str, out: Path, resume: bool, overrides: dict[str, Any] | N
             raise FileNotFoundError(f"cannot resume: {out / 'checkpoints'} holds no complete checkpoint")
         if engine_over:
             raise ValueError(f"cannot change the engine config of a run being resumed: {sorted(engine_over)}")
+        for name in ("config.yaml", "train.yaml", "progress.jsonl"):
+            ckpt._run_path(out, out / name, "run file")
         cfg = load_config(out / "config.yaml")
+        _check_config_matches_checkpoint(cfg, out)
         d = safe_yaml.load_file(out / "train.yaml")
+        if not isinstance(d, dict):
+            raise ValueError(f"{out / 'train.yaml'}: expected a mapping of trainer settings, got "
+                             f"{'an empty file' if d is None else 'a ' + type(d).__name__}")
         d.update({k: v for k, v in explicit.items() if k in ("total_steps", "torch_threads") and v is not None})
         return cfg, TrainSettings.from_mapping(d)
     cfg = load_config(preset, **engine_over)
@@ -412,15 +451,15 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     sync, dev = init_from_environment(device)
     torch_threads = settings.torch_threads
     if torch_threads is None and dev.type == "cpu" and sync.distributed:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", sync.world_size))
+        local = env_int("LOCAL_WORLD_SIZE", sync.world_size, 1, 65_536)
         torch_threads = max(1, (os.cpu_count() or 1) // local)
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
     if sync.is_main and not resume:
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, out / "config.yaml")
-        (out / "train.yaml").write_text(yaml.safe_dump(settings.to_mapping(), sort_keys=False), encoding="utf-8")
-        (out / "progress.jsonl").write_text("", encoding="utf-8")
+        atomic_write(out / "train.yaml", yaml.safe_dump(settings.to_mapping(), sort_keys=False), "run file")
+        atomic_write(out / "progress.jsonl", "", "progress file")
     sync.barrier()
 
     rank_seed = settings.seed + 10_007 * sync.rank
@@ -462,8 +501,9 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     final = out / "checkpoint.zip"
     if sync.is_main:
         if loop.stopping:  # the state of the checkpoint, not of the step taken after it
-            shutil.copyfile(ckpt.latest_checkpoint(out) / "model.zip", final)
+            _copy_file(ckpt.latest_checkpoint(out) / "model.zip", final)
         else:
+            refuse_link(final, "checkpoint file")
             model.save(final)
         state = "stopped" if loop.stopping else "finished"
         print(f"{state} at iteration {loop.iteration}: saved {final} and {ckpt.latest_checkpoint(out)}", flush=True)
@@ -481,7 +521,7 @@ def train_from_args(args: argparse.Namespace) -> Path:
         if "=" not in kv:
             raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
         key, value = kv.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = safe_yaml.load(value, f"--set {key.strip()}")
     out = args.resume if args.resume else args.out
     return train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
                  sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,

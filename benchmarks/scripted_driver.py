@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from terrazero_env.agents.evaluate import evaluate
 
 import terrazero_env
+from terrazero_env import safe_yaml
 from terrazero_env.config_io import load_config
 
 NEEDED = ("rel_goal_pos", "speed", "vehicle_dims", "acceleration", "lane_state", "lateral_velocity", "road_curvature",
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     overrides = {}
     for kv in args.set:
         key, _, val = kv.partition("=")
-        overrides[key] = yaml.safe_load(val)
+        overrides[key] = safe_yaml.load(val, f"--set {key}")
     try:
         cfg = load_config(args.preset, **overrides)
     except (ValueError, TypeError, FileNotFoundError) as e:

@@ -264,6 +264,7 @@ cdef class Engine:
 
     def signal_states(self, int world):
         """Each signal head's state in world ``world`` (0 red, 1 yellow, 2 green), uint8 ``[G]``."""
+        _check_world(self, world)
         self._enter()
         try:
             n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_heads
@@ -273,6 +274,7 @@ cdef class Engine:
 
     def stop_line_states(self, int world):
         """Each stop line's state (0 red, 1 yellow, 2 green, 3 no signal), uint8 ``[S]``."""
+        _check_world(self, world)
         self._enter()
         try:
             n = (<RoadMap>self.road_maps[self.world_map[world]]).c.n_stop_lines
@@ -283,6 +285,7 @@ cdef class Engine:
     def set_stop_line_state(self, int world, int stop_line, int state, double hold):
         """Script one stop line under the Christmas controller: show ``state`` (0 red, 1 yellow,
         2 green) for ``hold`` seconds, then resume cycling. For tests and scripted scenarios."""
+        _check_world(self, world)
         self._enter()
         try:
             _set_stop_line_state(self, world, stop_line, state, hold)
@@ -431,6 +434,8 @@ cdef class Engine:
             raise ValueError(f"world_ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= W):
             raise ValueError(f"world_ids must lie in [0, {W}), got {ids.tolist()}")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"world_ids must name each world once, got {ids.tolist()}")
         sd = ids.astype(np.uint64) if seeds is None else check_seeds(seeds, ids.shape[0])
         cdef long long[::1] idv = np.ascontiguousarray(ids, np.int64)
         cdef unsigned long long[::1] sv = np.ascontiguousarray(sd, np.uint64)
@@ -535,6 +540,8 @@ cdef class Engine:
         return self._buffers["t"]
 
     def num_agents(self, int world):
+        """Agents (of every role) in world ``world`` now."""
+        _check_world(self, world)
         return int(self._buffers["n_agents"][world])
 
     def buffer_nbytes(self):
@@ -702,6 +709,12 @@ cdef class Engine:
             _hand_over_checked(self, worlds, slots, idm_mode)
         finally:
             self._busy = False
+
+
+cdef _check_world(Engine e, Py_ssize_t world):
+    """A world index of an accessor: in [0, num_worlds); a negative one does not count from the end."""
+    if not 0 <= world < e.num_worlds:
+        raise ValueError(f"world must lie in [0, {e.num_worlds}), got {world}")
 
 
 cdef void* _ptr_mut(a):

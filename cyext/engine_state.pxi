@@ -14,27 +14,159 @@ cdef _get_state(Engine e):
     return state
 
 cdef _set_state(Engine e, state):
+    if not isinstance(state, dict):
+        raise TypeError(f"engine state must be a dict of arrays (from get_state), got {type(state).__name__}")
     expected = {"agents": e._agent_store, "world_map": e.world_map}
     expected.update({f"buffer/{k}": v for k, v in e._buffers.items()})
     expected.update({f"signal/{k}": v for k, v in e._sig.items()})
     missing = sorted((set(expected) | {"rngs"}) - set(state))
     if missing:
         raise ValueError(f"engine state lacks {', '.join(missing)}")
+    got = {}
     for k, v in expected.items():
-        got = np.asarray(state[k])
-        if got.shape != v.shape or got.dtype != v.dtype:
-            raise ValueError(f"engine state {k!r}: expected {v.dtype} {v.shape}, got {got.dtype} {got.shape} "
+        a = np.asarray(state[k])
+        if a.shape != v.shape or a.dtype != v.dtype:
+            raise ValueError(f"engine state {k!r}: expected {v.dtype} {v.shape}, got {a.dtype} {a.shape} "
                              "(was it saved by an engine with another config?)")
-    if not np.array_equal(state["world_map"], e.world_map):
+        got[k] = np.ascontiguousarray(a).copy()
+    if not np.array_equal(got["world_map"], e.world_map):
         raise ValueError("engine state 'world_map': the snapshot's worlds use other maps than this engine's")
-    rng = np.ascontiguousarray(state["rngs"], np.uint8)
-    if rng.shape != (e.num_worlds * sizeof(Rng),):
-        raise ValueError(f"engine state 'rngs': expected {e.num_worlds * sizeof(Rng)} bytes, got {rng.shape}")
+    rng = np.ascontiguousarray(state["rngs"])
+    if rng.dtype != np.uint8 or rng.shape != (e.num_worlds * sizeof(Rng),):
+        raise ValueError(f"engine state 'rngs': expected uint8 ({e.num_worlds * sizeof(Rng)},), "
+                         f"got {rng.dtype} {rng.shape}")
+    # Every count and index the step follows is checked against this engine's capacity and maps
+    # before anything is written: a snapshot is data from a file (a run folder's checkpoint).
+    _check_state_contents(e, got)
     for k, v in expected.items():
         if k != "world_map":
-            np.copyto(v, state[k])
+            np.copyto(v, got[k])
     if e.num_worlds:
-        memcpy(<void*>e.rngs, <void*>_ptr_mut(rng), e.num_worlds * sizeof(Rng))
+        memcpy(<void*>e.rngs, <void*>_ptr_mut(rng.copy()), e.num_worlds * sizeof(Rng))
+
+cdef inline bint _bad_real(double v, double bound) noexcept:
+    return not (fabs(v) <= bound)      # NaN compares false
+
+cdef _check_state_contents(Engine e, dict got):
+    """Raise ValueError naming the entry, the world and the row of the first count, index, enum or
+    real in a snapshot that the step could not follow safely."""
+    cdef Py_ssize_t W = e.num_worlds, K = e.slots_per_world, A = e.max_agents, w, i, k, r, n
+    cdef Py_ssize_t n_lanes, n_tracks, n_units, j, ring, rings
+    cdef const MapC* m
+    cdef const Agent* ag = <const Agent*>_ptr_mut(got["agents"])
+    cdef const PlanState* pl = <const PlanState*>_ptr_mut(got["buffer/plan_state"])
+    cdef const PedState* pd = <const PedState*>_ptr_mut(got["buffer/ped_state"])
+    cdef int n_prop = e.planp.n_offsets * e.planp.n_speeds
+    cdef int[:] n_agents = got["buffer/n_agents"]
+    cdef int[:] t = got["buffer/t"]
+    cdef int[:] slot_agent = got["buffer/slot_agent"]
+    cdef int[:] slot_nact = got["buffer/slot_nact"]
+    cdef const Agent* a
+    cdef double lim = 1e9              # metres, m/s, seconds: far beyond any map (MAX_MAP_EXTENT)
+    for w in range(W):
+        n = n_agents[w]
+        if not 0 <= n <= A:
+            raise ValueError(f"engine state 'buffer/n_agents': world {w} holds {n} agents, "
+                             f"outside [0, {A}] (max_agents_per_world)")
+        if not 0 <= t[w] <= 1 << 30:
+            raise ValueError(f"engine state 'buffer/t': world {w} is at step {t[w]}, outside [0, 2**30]")
+    for name, cap in (("prev_np", e.partners.max_n), ("prev_nr", e.road.max_n),
+                      ("prev_nt", e.traffic.max_n + e.traffic.lights_n)):
+        v = got[f"buffer/{name}"]
+        if v.size and (v.min() < 0 or v.max() > cap):
+            raise ValueError(f"engine state 'buffer/{name}': entity counts must lie in [0, {cap}], "
+                             f"got [{v.min()}, {v.max()}]")
+    for name in ("grid_head", "grid_next", "idxbuf"):
+        v = got[f"buffer/{name}"]
+        if v.size and (v.min() < -1 or v.max() >= A):
+            raise ValueError(f"engine state 'buffer/{name}': agent indices must lie in [-1, {A}), "
+                             f"got [{v.min()}, {v.max()}]")
+    for w in range(W):
+        rm = e.road_maps[e.world_map[w]]
+        m = &(<RoadMap>rm).c
+        n_lanes, n_tracks, n = m.n_lanes, m.n_tracks, n_agents[w]
+        for k in range(K):
+            r = w * K + k
+            if not -1 <= slot_agent[r] < n:
+                raise ValueError(f"engine state 'buffer/slot_agent': world {w} slot {k} points to agent "
+                                 f"{slot_agent[r]}, outside [-1, {n}) (the world's agent count)")
+            if not 0 <= slot_nact[r] <= MAX_GRID * MAX_GRID:
+                raise ValueError(f"engine state 'buffer/slot_nact': world {w} slot {k} has {slot_nact[r]} "
+                                 f"actions, outside [0, {MAX_GRID * MAX_GRID}]")
+        for i in range(n):
+            a = &ag[w * A + i]
+            row = f"world {w} agent {i}"
+            if not 0 <= a.cls < N_CLASSES:
+                raise ValueError(f"engine state 'agents': {row} has class {a.cls}, outside [0, {N_CLASSES})")
+            if not 0 <= a.dyn < N_DYNAMICS:
+                raise ValueError(f"engine state 'agents': {row} has dynamics model {a.dyn}, outside [0, {N_DYNAMICS})")
+            if not 0 <= a.role < N_ROLES:
+                raise ValueError(f"engine state 'agents': {row} has role {a.role}, outside [0, {N_ROLES})")
+            if not -1 <= a.slot < K:
+                raise ValueError(f"engine state 'agents': {row} has slot {a.slot}, outside [-1, {K})")
+            if a.role == ROLE_CONTROLLED and a.slot < 0 and a.alive:
+                raise ValueError(f"engine state 'agents': {row} is controlled but holds no slot")
+            if a.role == ROLE_CONTROLLED and a.slot >= 0 and a.ego_driver == 0 and \
+                    slot_nact[w * K + a.slot] > e.n_long[a.cls] * e.n_lat[a.cls]:
+                raise ValueError(f"engine state 'buffer/slot_nact': world {w} slot {a.slot} has "
+                                 f"{slot_nact[w * K + a.slot]} actions, more than its class's grid "
+                                 f"({e.n_long[a.cls] * e.n_lat[a.cls]})")
+            if not (-1 <= a.lane < n_lanes and -1 <= a.route_lane < n_lanes):
+                raise ValueError(f"engine state 'agents': {row} is on lane {a.lane} (route lane {a.route_lane}), "
+                                 f"outside [-1, {n_lanes}) (the map's lanes)")
+            if not -1 <= a.log_index < n_tracks or (a.role == ROLE_LOG and a.log_index < 0):
+                raise ValueError(f"engine state 'agents': {row} replays track {a.log_index}, outside "
+                                 f"[{0 if a.role == ROLE_LOG else -1}, {n_tracks}) (the map's tracks)")
+            if not (0 <= a.idm_mode < 3 and 0 <= a.ego_driver <= 2 and 0 <= a.kind < N_KINDS
+                    and 0 <= a.stop_state < N_STOP_STATES and 0 <= a.alive <= 1):
+                raise ValueError(f"engine state 'agents': {row} has an IDM mode ({a.idm_mode}), ego driver "
+                                 f"({a.ego_driver}), kind ({a.kind}), stop state ({a.stop_state}) or alive flag "
+                                 f"({a.alive}) outside its range")
+            if (_bad_real(a.x, lim) or _bad_real(a.y, lim) or _bad_real(a.z, lim) or _bad_real(a.heading, lim)
+                    or _bad_real(a.speed, lim) or _bad_real(a.goal_x, lim) or _bad_real(a.goal_y, lim)
+                    or _bad_real(a.length, lim) or _bad_real(a.width, lim) or _bad_real(a.lane_s, lim)):
+                raise ValueError(f"engine state 'agents': {row} has a pose, speed, goal or size that is not "
+                                 f"finite or beyond {lim:g}")
+            # the choice is read only while the row is planner-driven (planner.pxd)
+            if not 0 <= pl[w * A + i].on <= 1 or _bad_real(pl[w * A + i].timer, lim) or \
+                    _bad_real(pl[w * A + i].speed_factor, lim) or _bad_real(pl[w * A + i].lat_off, lim) or \
+                    (pl[w * A + i].on and not -1 <= pl[w * A + i].choice < n_prop):
+                raise ValueError(f"engine state 'buffer/plan_state': {row} has planner flag {pl[w * A + i].on}, "
+                                 f"choice {pl[w * A + i].choice} (of {n_prop}), a timer, speed factor or lateral "
+                                 "offset outside its range")
+            if not 0 <= pd[w * A + i].state <= 2:
+                raise ValueError(f"engine state 'buffer/ped_state': {row} has pedestrian state "
+                                 f"{pd[w * A + i].state}, outside [0, 2]")
+        _check_signal_state(e, got, w, m)
+
+cdef _check_signal_state(Engine e, dict got, Py_ssize_t w, const MapC* m):
+    cdef Py_ssize_t i, n_units, n_groups, r
+    for name in ("head", "sl"):
+        v = got[f"signal/{name}"][w]
+        if v.size and v.max() > 3:
+            raise ValueError(f"engine state 'signal/{name}': world {w} holds state {v.max()}, outside [0, 3]")
+    for name in ("sl_timer", "timer"):
+        v = got[f"signal/{name}"][w]
+        if v.size and not (np.abs(v) <= 1e6).all():
+            raise ValueError(f"engine state 'signal/{name}': world {w} holds a timer that is not finite "
+                             "or beyond 1e6 s")
+    phase, stage, barrier, perm = (got["signal/phase"][w], got["signal/stage"][w], got["signal/barrier"][w],
+                                   got["signal/perm"][w])
+    if (phase.size and phase.max() > 2) or (perm.size and perm.max() > 1):
+        raise ValueError(f"engine state 'signal/phase' or 'signal/perm': world {w} holds a phase or a "
+                         "permissive flag outside its range")
+    nema = e.sigp.controller == CTRL_NEMA
+    for i in range(m.n_inter):
+        n_units = (m.stage_off[i + 1] - m.stage_off[i]) if nema else (m.leg_off[i + 1] - m.leg_off[i])
+        for r in range(2 if nema else 1):
+            if not -1 <= stage[2 * i + r] < max(n_units, 1):
+                raise ValueError(f"engine state 'signal/stage': world {w} intersection {i} ring {r} is at "
+                                 f"stage {stage[2 * i + r]}, outside [-1, {n_units})")
+        if nema and n_units > 0:
+            n_groups = m.stage_barrier[m.stage_off[i + 1] - 1] + 1
+            if not 0 <= barrier[i] < n_groups:
+                raise ValueError(f"engine state 'signal/barrier': world {w} intersection {i} is in barrier "
+                                 f"group {barrier[i]}, outside [0, {n_groups})")
 
 cdef _agent_states(Engine e, int world):
     if not 0 <= world < e.num_worlds:

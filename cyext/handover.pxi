@@ -123,6 +123,8 @@ def _set_ego_driver_checked(Engine e, worlds, slots, str mode, int idm_mode):
         raise ValueError(f"worlds must lie in [0, {e.num_worlds}), got {w.tolist()}")
     if k.size and (k.min() < 0 or k.max() >= e.slots_per_world):
         raise ValueError(f"slots must lie in [0, {e.slots_per_world}), got {k.tolist()}")
+    if np.unique(w.astype(np.int64) * e.slots_per_world + k).size != w.size:
+        raise ValueError("set_ego_driver: a (world, slot) pair is named twice")
     for j in range(w.size):
         why = _handover_problem(e, int(w[j]), int(k[j]))
         if why is not None:

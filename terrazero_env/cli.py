@@ -367,10 +367,10 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _yaml_value(text: str):
+def _yaml_value(text: str, key: str = "value"):
     from . import safe_yaml
 
-    return safe_yaml.load(text, "--set value")
+    return safe_yaml.load(text, f"--set {key}")
 
 
 def _set_overrides(pairs: Sequence[str]) -> dict[str, object]:
@@ -380,7 +380,7 @@ def _set_overrides(pairs: Sequence[str]) -> dict[str, object]:
         key, sep, value = kv.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
-        out[key.strip()] = _yaml_value(value)
+        out[key.strip()] = _yaml_value(value, key.strip())
     return out
 
 

@@ -71,6 +71,13 @@ MAX_PLACEMENT_TRIES = 10_000
 #: Upper bound (m) of ``EngineConfig.offroad_tolerance``: about a car's half width, beyond which a
 #: box may sit mostly off the road without an off-road event (ours; nuPlan tolerates 0.3 m).
 MAX_OFFROAD_TOLERANCE = 2.0
+#: Upper bound (m) of the observation radii, the z gate and the curvature lookahead: the candidate
+#: lists of an observation and the road index's per-cell candidates grow with a radius squared.
+MAX_OBS_RADIUS = 1000.0
+#: Lower bound (m) of ``ObsConfig.road_segment_length``: lanes are cut into segments of this length.
+MIN_SEGMENT_LENGTH = 0.1
+#: Upper bound (m) of ``ObsConfig.topology_max_distance`` (the Dijkstra search's horizon).
+MAX_TOPOLOGY_DISTANCE = 100_000.0
 
 
 class InitMode(IntEnum):
@@ -221,9 +228,15 @@ class ObsConfig:
             raise ValueError(f"ObsConfig.dtype: 'float32' or 'float16', got {self.dtype!r}")
         for name in ("max_partners", "max_road_segments", "max_traffic", "max_traffic_lights"):
             check_int(f"ObsConfig.{name}", getattr(self, name), 0, 4096)
-        for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "road_segment_length",
-                     "curvature_lookahead", "topology_max_distance"):
-            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True, unit=" of metres")
+        # Upper bounds: the observation's candidate lists and the road index's per-cell candidates
+        # grow with the square of a radius; a segment length sets how many segments a lane is cut into.
+        for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "curvature_lookahead"):
+            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, MAX_OBS_RADIUS, lo_open=True,
+                        unit=" of metres")
+        check_float("ObsConfig.road_segment_length", self.road_segment_length, MIN_SEGMENT_LENGTH, MAX_OBS_RADIUS,
+                    unit=" of metres")
+        check_float("ObsConfig.topology_max_distance", self.topology_max_distance, 0.0, MAX_TOPOLOGY_DISTANCE,
+                    lo_open=True, unit=" of metres")
         for name in ("goal_scale", "speed_scale"):
             check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True)
         for name in ("noise_std", "noise_clip"):

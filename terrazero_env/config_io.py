@@ -35,6 +35,7 @@ import yaml
 
 from . import safe_yaml
 from .config import (
+    VIOLATIONS,
     AgentType,
     ClassSpec,
     Consequence,
@@ -46,9 +47,9 @@ from .config import (
     ProgressShaping,
     SignalController,
     SpeedLimitSource,
-    VIOLATIONS,
     VelAlignForm,
 )
+from .safe_files import atomic_write
 
 __all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config",
            "load_train_section", "presets"]
@@ -114,6 +115,8 @@ def _tuple(v: Any) -> Any:
 
 
 def _check_keys(given: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{where}: expected a mapping of its settings, got {type(given).__name__} {given!r:.80}")
     unknown = set(given) - allowed
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(allowed)})")
@@ -153,6 +156,8 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
                 classes[cls] = dataclasses.replace(classes[cls], **fields)
             kw["classes"] = classes
         elif key == "rewards":
+            if not isinstance(v, Mapping):
+                raise ValueError(f"rewards: expected a mapping of reward parameters, got {type(v).__name__} {v!r:.80}")
             rewards = dict(base.rewards)
             for name, cols in v.items():
                 if name not in rewards:
@@ -289,6 +294,6 @@ def dump_config(cfg: EngineConfig, path: str | os.PathLike[str] | None = None) -
     """The full config as YAML (written to ``path`` when given)."""
     text = yaml.safe_dump(copy.deepcopy(config_to_dict(cfg)), sort_keys=False)
     if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
+        atomic_write(Path(path), text, "config file")
     return text
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from . import _engine
 from .config import REWARD_PARAMS, EngineConfig
+from .config_checks import check_float, check_int
 from .maps import Dataset, MapData, build, validate_built
 from .maps.conflicts import lane_conflicts
 from .maps.signal_plan import signal_plan
@@ -107,13 +109,38 @@ class RoadMap(_engine.RoadMap):
         if not isinstance(map_data, MapData):
             raise TypeError(f"RoadMap needs a built MapData, got {type(map_data).__name__}; "
                             f"use road_map() for a path or a bundled map name")
+        check_index_options(index_options)
         validate_built(map_data)
         super().__init__(map_data, signal_plan(map_data), lane_conflicts(map_data), **index_options)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **index_options: Any) -> RoadMap:
-        """Memory-map a ``.tzb`` file and index it."""
+        """Read a ``.tzb`` file and index it."""
         return cls(load_tzb(path), **index_options)
+
+
+INDEX_OPTION_RANGES = {  # name: (low, high, unit); the work and memory of an index grow as 1/cell^2
+    "cell_size": (0.5, 1000.0, "m"),
+    "obs_radius": (0.1, 1000.0, "m"),
+    "obs_segment_length": (0.1, 1000.0, "m"),
+    "obs_cell_size": (0.5, 1000.0, "m"),
+    "obs_max_candidates": (1, 100_000, "segments"),
+}
+
+
+def check_index_options(options: Mapping[str, Any]) -> None:
+    """Raise naming the option for an unknown road-index option or one outside its range
+    (``INDEX_OPTION_RANGES``), before the index allocates anything."""
+    unknown = sorted(set(options) - set(INDEX_OPTION_RANGES))
+    if unknown:
+        raise TypeError(f"RoadMap got unexpected keyword arguments {unknown} "
+                        f"(index options: {', '.join(INDEX_OPTION_RANGES)})")
+    for name, v in options.items():
+        lo, hi, unit = INDEX_OPTION_RANGES[name]
+        if name == "obs_max_candidates":
+            check_int(f"RoadMap {name}", v, lo, hi)
+        else:
+            check_float(f"RoadMap {name}", v, lo, hi, unit=f" of {unit}")
 
 
 def road_map(source: MapData | str | os.PathLike[str], **index_options: Any) -> RoadMap:

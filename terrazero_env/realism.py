@@ -22,6 +22,7 @@ gap along the line of centres, and the road edge distance is unsigned (off-road 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import engine as core
+from .config_checks import check_int
 from .maps.schema import MapData
 
 __all__ = ["ALPHA", "BINS", "POLICIES", "WEIGHTS", "format_realism", "realism_scores", "realism_table",
@@ -180,9 +182,9 @@ def realism_table(map_name: str = "usa_us101", rollouts: int = 32, history_steps
     """Realism of each policy on a logged scenario: ``{"policies": {name: scores}, ...}`` with the
     window actually used (``future_steps`` is clipped to what the log holds). Agents: the tracks valid
     over the whole window."""
-    if rollouts < 1 or history_steps < 2 or future_steps < 2:
-        raise ValueError(f"rollouts >= 1, history_steps >= 2 and future_steps >= 2 needed, got "
-                         f"{rollouts}, {history_steps}, {future_steps}")
+    check_int("realism rollouts", rollouts, 1, MAX_ROLLOUTS)
+    check_int("realism history_steps", history_steps, 2, MAX_WINDOW_STEPS)
+    check_int("realism future_steps", future_steps, 2, MAX_WINDOW_STEPS)
     road = core.road_map(map_name)
     m = road.map_data
     if m.tracks is None or len(m.tracks.valid) == 0:
@@ -233,25 +235,46 @@ def format_realism(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MAX_ROLLOUTS = 1024
+"""Most rollouts of one realism table: each is a world of the engine (memory and time grow with it)."""
+MAX_WINDOW_STEPS = 10_000
+"""Most history or future steps (0.1 s each) asked for."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--json OUT]``: the table."""
+    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--json OUT]``: the table.
+    A bad argument or input ends it with one line naming it and exit status 2."""
     import argparse
-    import json
+    import sys
     from pathlib import Path
 
-    p = argparse.ArgumentParser(prog="python -m terrazero_env.realism", description=__doc__.splitlines()[0])
+    from .safe_files import atomic_write
+    from .train_options import SEED, int_in
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # type: ignore[override]
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    p = _Parser(prog="python -m terrazero_env.realism", description=__doc__.splitlines()[0])
     p.add_argument("--map", default="usa_us101", help="a bundled map or .tzb with logged tracks")
-    p.add_argument("--rollouts", type=int, default=32)
-    p.add_argument("--history-steps", type=int, default=11, help="logged steps before the start (WOSAC: 11)")
-    p.add_argument("--future-steps", type=int, default=80, help="steps driven (WOSAC: 80; clipped to the log)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rollouts", type=int_in(1, MAX_ROLLOUTS), default=32)
+    p.add_argument("--history-steps", type=int_in(2, MAX_WINDOW_STEPS), default=11,
+                   help="logged steps before the start (WOSAC: 11)")
+    p.add_argument("--future-steps", type=int_in(2, MAX_WINDOW_STEPS), default=80,
+                   help="steps driven (WOSAC: 80; clipped to the log)")
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--json", default=None, metavar="OUT")
     a = p.parse_args(argv)
-    result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed)
-    print(format_realism(result))
-    if a.json:
-        Path(a.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
-        print(f"wrote {a.json}")
+    try:
+        result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed)
+        print(format_realism(result))
+        if a.json:
+            atomic_write(Path(a.json), json.dumps(result, indent=1), "realism table")
+            print(f"wrote {a.json}")
+    except (OSError, ValueError, TypeError, KeyError, OverflowError) as e:
+        text = " ".join(str(e).split()) or type(e).__name__
+        print(f"{p.prog}: error: {text}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -136,13 +136,61 @@ def probe_scene(agents: Any) -> str:
     return "ran"
 
 
+_STATE_ENGINES: dict[str, Any] = {}
+
+
+def _state_engine(controller: str) -> Any:
+    """One engine per signal controller, on a map with signals, IDM traffic and pedestrians, stepped
+    into an episode (kept between probes: a probe restores its state before mutating it)."""
+    from terrazero_env import load_config
+    from terrazero_env.engine import Engine
+
+    if controller not in _STATE_ENGINES:
+        engine = Engine(load_config("quick", num_worlds=2, max_agents_per_world=12, slots_per_world=3,
+                                    **{"init.idm_fraction": 0.5, "signals.controller": controller}))
+        engine.reset()
+        for _ in range(4):
+            engine.step()
+        _STATE_ENGINES[controller] = (engine, engine.get_state())
+    return _STATE_ENGINES[controller]
+
+
+def probe_state(payload: Any) -> str:
+    """An engine snapshot with some words overwritten (counts, indices, enums, reals), restored with
+    ``set_state`` and stepped: refused with the engine unchanged, or stepped without a crash."""
+    controller, mutations = payload
+    engine, good = _state_engine(controller)
+    engine.set_state(good)
+    state = {k: v.copy() for k, v in good.items()}
+    for key, pos, value in mutations:
+        raw = state[key].view(np.uint8).reshape(-1)
+        if isinstance(value, float):
+            words = raw[: raw.size // 8 * 8].view("<f8")
+        else:
+            words = raw[: raw.size // 4 * 4].view("<i4")
+        if words.size:
+            words[pos % words.size] = value
+    before = {k: np.ascontiguousarray(v).tobytes() for k, v in engine.get_state().items()}
+    try:
+        engine.set_state(state)
+    except EXPECTED:
+        after = {k: np.ascontiguousarray(v).tobytes() for k, v in engine.get_state().items()}
+        if after != before:
+            raise AssertionError("a rejected state changed the engine's state") from None
+        raise
+    for _ in range(5):
+        engine.step()
+    engine.reset()
+    return "ran"
+
+
 def probe_abort(_: Any) -> str:
     """Dies like a segfaulting engine would: the harness's own test uses it."""
     os.abort()
 
 
 PROBES = {f.__name__: f for f in (probe_tzb, probe_json_map, probe_config, probe_actions, probe_vector_actions,
-                                  probe_seed, probe_scene, probe_abort)}
+                                  probe_seed, probe_scene, probe_state, probe_abort)}
 
 
 def _read(stream: Any) -> Any:

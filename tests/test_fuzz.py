@@ -28,6 +28,13 @@ from terrazero_env.maps import asset_path
 
 HERE = Path(__file__).parent
 TIMEOUT = 120.0  # seconds for one case: a hang is a finding too
+MEMORY_CAP = 4 * 1024**3  # bytes of address space for the child: a runaway allocation is a finding too
+
+
+def _cap_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
 
 class Sandbox:
@@ -39,7 +46,8 @@ class Sandbox:
     def _start(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen([sys.executable, str(HERE / "fuzz_sandbox.py")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                     preexec_fn=_cap_memory)
 
     def run(self, probe: str, payload) -> tuple[str, str]:
         if self.proc is None or self.proc.poll() is not None:
@@ -89,6 +97,8 @@ def _names_the_input(probe: str, payload, message: str) -> bool:
         return "seed" in low
     if probe == "probe_scene":
         return "agents" in low
+    if probe == "probe_state":
+        return "engine state" in low
     return True  # maps: MapValidationError/TerrabinError messages name the element or the file
 
 
@@ -310,6 +320,28 @@ def scene_specs(draw) -> list:
 
 
 test_scene_is_refused_or_runs, test_scene_is_refused_or_runs_many = tiers("probe_scene", scene_specs(), 40, 400)
+
+
+# --------------------------------------------------------------------------------------------------
+# engine snapshots (Engine.set_state): a run folder's rank0.pt carries one, loaded as plain data
+
+STATE_KEYS = ["agents", "buffer/n_agents", "buffer/slot_agent", "buffer/slot_nact", "buffer/t", "buffer/prev_np",
+              "buffer/prev_nr", "buffer/prev_nt", "buffer/grid_head", "buffer/grid_next", "buffer/plan_state",
+              "buffer/ped_state", "signal/stage", "signal/barrier", "signal/phase", "signal/perm", "signal/head",
+              "signal/sl", "signal/timer", "signal/sl_timer"]
+state_values = st.one_of(st.integers(-3, 40), st.sampled_from([2**31 - 1, -(2**31), 1000, 10**6]),
+                         st.sampled_from([float("nan"), float("inf"), -1e300, 1e300, -1e7]))
+
+
+@st.composite
+def state_mutations(draw):
+    muts = [(draw(st.sampled_from(STATE_KEYS)), draw(st.integers(0, 10**6)), draw(state_values))
+            for _ in range(draw(st.integers(1, 3)))]
+    return draw(st.sampled_from(["christmas", "nema", "round_robin"])), muts
+
+
+test_engine_state_is_refused_or_runs, test_engine_state_is_refused_or_runs_many = tiers(
+    "probe_state", state_mutations(), 150, 1500)
 
 
 def test_the_sandbox_reports_a_crash_and_an_unexpected_error_as_findings():

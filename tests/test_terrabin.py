@@ -51,7 +51,7 @@ def test_round_trip_keeps_missing_intersections_missing(tmp_path):
     assert load(tmp_path / "m.tzb").intersections is None
 
 
-def test_loaded_arrays_are_read_only_views_of_the_file(tmp_path):
+def test_loaded_arrays_are_read_only_views_of_one_private_copy_of_the_file(tmp_path):
     m = build(tiny_junction())
     save(m, tmp_path / "m.tzb")
     loaded = load(tmp_path / "m.tzb")
@@ -60,7 +60,7 @@ def test_loaded_arrays_are_read_only_views_of_the_file(tmp_path):
     base = arr
     while getattr(base, "base", None) is not None and not isinstance(base, memoryview):
         base = base.base
-    assert isinstance(base, memoryview)  # a view of the mmap, no copy
+    assert isinstance(base, memoryview)  # a view of the one copy of the file, no copy per section
     assert arr.ctypes.data % 64 == 0  # sections are 64-byte aligned for SIMD-friendly access
 
 

@@ -29,12 +29,14 @@ parent breaks (the parent died); the parent unlinks the segment.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import operator
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -252,6 +254,24 @@ def _shutdown(conns: list[Connection], procs: list[Any], segment: _Segment) -> N
     segment.close()
 
 
+def _exclusive(method: Any) -> Any:
+    """Run ``method`` holding the engine's busy flag; a second thread calling in meanwhile gets
+    ``RuntimeError`` at once (as ``Engine`` does) instead of interleaving its messages with the first
+    thread's on the workers' pipes, which would deadlock both."""
+
+    @functools.wraps(method)
+    def run(self: MultiProcessEngine, *args: Any, **kwargs: Any) -> Any:
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("MultiProcessEngine is being used by another thread: one engine serves one thread "
+                               "at a time (give each thread its own engine, or serialize the calls)")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy.release()
+
+    return run
+
+
 class MultiProcessEngine:
     """``num_worlds`` worlds split over ``num_workers`` processes, with the Python API of
     ``terrazero_env.engine.Engine`` (see the module docstring).
@@ -288,6 +308,7 @@ class MultiProcessEngine:
             raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self.dataset = dataset
+        self._busy = threading.Lock()  # one calling thread at a time (see _exclusive)
         self._closed = True  # until the workers are up
         # A one-world engine answers the questions that do not depend on the worlds.
         self._template = core.Engine(config.with_overrides(num_worlds=1), maps=maps)
@@ -435,6 +456,10 @@ class MultiProcessEngine:
         return v
 
     def num_agents(self, world: int) -> int:
+        """Agents (of every role) in world ``world`` now."""
+        world = operator.index(world)
+        if not 0 <= world < self.num_worlds:
+            raise ValueError(f"world must lie in [0, {self.num_worlds}), got {world}")
         return int(self._n_agents[world])
 
     def num_actions(self, cls: int) -> int:
@@ -445,6 +470,7 @@ class MultiProcessEngine:
         """The (longitudinal, lateral) pair behind each action index of a class, float64 ``[n, 2]``."""
         return self._template.action_values(cls)
 
+    @_exclusive
     def reset(self, world_ids: np.ndarray | Sequence[int] | None = None,
               seeds: np.ndarray | Sequence[int] | None = None) -> None:
         """Reset the named worlds (all when None) with the given seeds, integers in [0, 2**64)
@@ -455,6 +481,8 @@ class MultiProcessEngine:
             raise ValueError(f"world_ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= W):
             raise ValueError(f"world_ids must lie in [0, {W}), got {ids.tolist()}")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"world_ids must name each world once, got {ids.tolist()}")
         if seeds is None:
             sd = ids.astype(np.uint64)
         else:
@@ -469,6 +497,7 @@ class MultiProcessEngine:
         if messages:
             self._request(messages)
 
+    @_exclusive
     def step(self, actions: np.ndarray | None = None) -> None:
         """Advance every world by dt. ``actions`` (optional): int ``[W*K]`` copied into the actions
         buffer; otherwise the buffer as it stands is used. Raises ValueError before any worker is
@@ -489,6 +518,7 @@ class MultiProcessEngine:
             self.actions[:] = a
         self._request({p: _STEP for p in range(self.num_workers)})
 
+    @_exclusive
     def assign_scenarios(self, world_ids: np.ndarray | Sequence[int], indices: np.ndarray | Sequence[int]) -> None:
         """Put worlds on the dataset's scenarios ``indices`` (one per world id) before resetting them;
         each owning worker builds (or takes from its cache) the scenario's road map."""
@@ -510,6 +540,7 @@ class MultiProcessEngine:
         if messages:
             self._request(messages)
 
+    @_exclusive
     def agent_states(self, world: int) -> dict[str, np.ndarray]:
         """A copy of world ``world``'s agents as a dict of arrays (``Engine.agent_states``)."""
         world = operator.index(world)
@@ -519,6 +550,7 @@ class MultiProcessEngine:
         local = world - int(self.worker_bounds[p])
         return pickle.loads(self._request({p: _STATES + pickle.dumps(local)})[p])
 
+    @_exclusive
     def set_scene(self, world: int, agents: list[dict[str, Any]], seed: int = 0) -> None:
         """Replace world ``world``'s scene with the given agents (``Engine.set_scene``)."""
         world = operator.index(world)

@@ -5,7 +5,7 @@ Typical use::
     from terrazero_env import maps
     m = maps.build(maps.procedural.grid_town(seed=3))
     maps.save(m, "town.tzb")
-    m2 = maps.load("town.tzb")          # memory-mapped, no copy
+    m2 = maps.load("town.tzb")          # one read, sections are views of it
 """
 
 from . import procedural

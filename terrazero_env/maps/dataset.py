@@ -1,10 +1,10 @@
-"""A dataset of scenario files: lazy memory-mapped loading, a bounded cache, balanced sampling.
+"""A dataset of scenario files: lazy loading, a bounded cache, balanced sampling.
 
     from terrazero_env.maps import Dataset
     ds = Dataset("scenarios/*.tzb")                 # or a folder, or a manifest file (below)
     ds = Dataset("bundled")                         # the manifest shipped with the package
     ds.groups                                       # {(region, scenario type): [indices]}
-    m = ds[ds.sample(rng)]                          # MapData, memory-mapped, cached
+    m = ds[ds.sample(rng)]                          # MapData, read on first use, cached
     venv = terrazero_env.make_vec(16, "planner", dataset=ds)   # each world reset draws a scenario
 
 Every file is described by a manifest entry ``{region, source, type}``: from ``manifest.json`` in the
@@ -28,7 +28,6 @@ named) before a run starts::
 from __future__ import annotations
 
 import glob as _glob
-import json
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .. import safe_yaml
+from ..safe_files import UnsafeFileError, load_json, read_text
 from .schema import MapData
 from .terrabin import load, read_sections
 
@@ -45,6 +45,8 @@ __all__ = ["Dataset", "ManifestError", "bundled_datasets", "dataset_manifest_pat
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_SCENARIOS = 1_000_000
 """Most files one manifest may name (bounds the work a manifest can cause)."""
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+"""Largest manifest file read (bytes)."""
 _ENTRY_KEYS = ("region", "source", "type")
 
 
@@ -87,8 +89,11 @@ def read_manifest(path: str | os.PathLike[str]) -> tuple[list[Path], dict[str, d
     """The files a manifest file names (checked to exist), their entries and its ``cache_size``."""
     path = Path(path)
     try:
-        doc: Any = json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json" else safe_yaml.load_file(path)
-    except (OSError, UnicodeDecodeError, ValueError) as e:  # yaml.YAMLError is not a ValueError
+        doc: Any = (load_json(read_text(path, MAX_MANIFEST_BYTES, "dataset manifest"), f"dataset manifest {path}")
+                    if path.suffix == ".json" else safe_yaml.load_file(path))
+    except UnsafeFileError as e:
+        raise ManifestError(str(e)) from None
+    except (OSError, ValueError) as e:  # yaml.YAMLError is not a ValueError
         raise ManifestError(f"dataset manifest {path}: unreadable ({e})") from None
     except Exception as e:
         raise ManifestError(f"dataset manifest {path}: not valid YAML ({e})") from None
@@ -161,14 +166,24 @@ class Dataset:
         folder_manifest: dict[str, dict[str, str]] = {}
         mf = files[0].parent / "manifest.json"
         if manifest is None and mf.is_file():
-            folder_manifest = json.loads(mf.read_text())
+            try:
+                folder_manifest = load_json(read_text(mf, MAX_MANIFEST_BYTES, "dataset manifest"),
+                                            f"dataset manifest {mf}")
+            except UnsafeFileError as e:
+                raise ManifestError(str(e)) from None
+            if not isinstance(folder_manifest, dict) or not all(
+                    isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+                    for v in folder_manifest.values()):
+                raise ManifestError(f"dataset manifest {mf}: needs an object {{file name: {{region, source, "
+                                    f"type}}}} of strings, got a {type(folder_manifest).__name__} that is not")
         given = manifest or folder_manifest
         self.manifest: list[dict[str, str]] = []
         for f in files:
             entry = dict(given.get(f.name, {}))
             if not {"region", "source", "type"} <= set(entry):
                 _, meta = read_sections(f, verify=False)
-                md = meta.get("metadata", {}) or {}
+                md = meta.get("metadata")
+                md = md if isinstance(md, dict) else {}
                 entry.setdefault("region", str(md.get("region", md.get("location", "unknown"))))
                 entry.setdefault("source", str(md.get("source", md.get("generator", "unknown"))))
                 entry.setdefault("type", str(md.get("scenario_type", "unknown")))

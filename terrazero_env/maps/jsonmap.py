@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import safe_files
 from .builder import MapValidationError
 from .schema import (
     AgentType,
@@ -45,7 +46,10 @@ from .schema import (
     Tracks,
 )
 
-__all__ = ["from_dict", "to_dict", "load_json", "save_json"]
+__all__ = ["MAX_JSON_BYTES", "from_dict", "to_dict", "load_json", "save_json"]
+
+MAX_JSON_BYTES = 512 * 1024 * 1024
+"""Largest JSON map file read (bytes)."""
 
 
 def _enum(enum: type[IntEnum], value: Any, where: str) -> int:
@@ -202,11 +206,12 @@ def to_dict(m: MapData) -> dict[str, Any]:
 
 def load_json(path: str | os.PathLike[str]) -> MapData:
     """Read a JSON map file (raw; pass it to :func:`~terrazero_env.maps.build`)."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise MapValidationError(f"{os.fspath(path)}: not valid JSON ({e})") from None
+    try:
+        d = safe_files.load_json(safe_files.read_text(path, MAX_JSON_BYTES, "JSON map"), os.fspath(path))
+    except safe_files.UnsafeFileError as e:
+        raise MapValidationError(str(e)) from None
+    if not isinstance(d, dict):
+        raise MapValidationError(f"{os.fspath(path)}: a JSON map is an object, got a {type(d).__name__}")
     return from_dict(d)
 
 

@@ -2,7 +2,7 @@
 
 ``load_source`` is the single entry point the CLI and the environments use:
 
-* ``.tzb``: a built terrabin file (memory-mapped);
+* ``.tzb``: a built terrabin file (read into memory once);
 * ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap` (raw, needs ``build``);
 * ``.yaml`` / ``.yml``: a procedural spec ``{generator: grid, seed: 0, params: {...}}`` (raw);
 * ``.xodr``, ``.net.xml``, ``.xml``, ``.osm``, ``.pkl``: real formats through
@@ -75,6 +75,8 @@ def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> M
     suffix = p.suffix.lower()
     if suffix == "" and not p.exists():
         return load(asset_path(s))
+    if p.exists() and not p.is_file():
+        raise MapValidationError(f"map source {s}: not a regular file (a folder, FIFO or device; refused)")
     if not p.is_file():
         raise FileNotFoundError(f"map source not found: {s}")
     if suffix == ".tzb":

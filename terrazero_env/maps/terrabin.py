@@ -11,15 +11,16 @@ Layout (all integers little-endian; see ``docs/terrabin.md``)::
                         u64 offset, u64 nbytes, u32 CRC32 of the data, 16 reserved zero bytes
 
 Every ``MapData`` array becomes one section named by its dotted path (``lanes.centerline.values``);
-scalars and metadata travel in a JSON section ``meta``. Reading memory-maps the file and wraps each
-section with ``np.frombuffer``: no array is copied.
+scalars and metadata travel in a JSON section ``meta``. Reading copies the file into memory once (so a
+file truncated or replaced on disk while a map is in use cannot fault the process) and wraps each
+section with ``np.frombuffer``: no array is copied again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import mmap
+import math
 import os
 import struct
 import zlib
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..safe_files import UnsafeFileError, atomic_writer, load_json, read_array
 from .schema import (
     Handedness,
     Intersections,
@@ -41,12 +43,14 @@ from .schema import (
     Tracks,
 )
 
-__all__ = ["TerrabinError", "save", "load", "MAGIC", "VERSION"]
+__all__ = ["TerrabinError", "save", "load", "MAGIC", "MAX_FILE_BYTES", "VERSION"]
 
 MAGIC = b"TZBIN\r\n\x1a"
 VERSION = (1, 0)
 BYTE_ORDER_MARK = 0x01020304
 ALIGN = 64
+MAX_FILE_BYTES = 4 * 1024**3
+"""Largest ``.tzb`` file read (bytes): checked from the file's size before any of it is read."""
 
 _HEADER = struct.Struct("<8sHHIIQQI20sI")  # 64 bytes
 _ENTRY = struct.Struct("<48s8sI4QQQI16s")  # 128 bytes
@@ -149,9 +153,8 @@ def save(m: MapData, path: str | os.PathLike[str]) -> Path:
         sections.append((name, arr.astype(dt, copy=False)))
 
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     entries = []
-    with open(tmp, "wb") as f:
+    with atomic_writer(path, "map") as f:
         f.write(b"\0" * _HEADER.size)
         pos = _HEADER.size
         for name, arr in sections:
@@ -177,7 +180,6 @@ def save(m: MapData, path: str | os.PathLike[str]) -> Path:
         head = head[:60] + struct.pack("<I", zlib.crc32(head[:60]))
         f.seek(0)
         f.write(head)
-    os.replace(tmp, path)
     return path
 
 
@@ -211,14 +213,19 @@ def _read_header(buf: memoryview | bytes, path: str) -> tuple[int, int, int]:
 
 
 def read_sections(path: str | os.PathLike[str], *, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Memory-map ``path`` and return its sections as read-only arrays (views of the map) plus meta."""
+    """Read ``path`` and return its sections as read-only arrays (views of one private copy of the
+    file) plus meta. The file is copied into memory rather than memory-mapped: a map stays valid when
+    its file is truncated or replaced on disk while in use (a mapping of a truncated file raises
+    SIGBUS on access). Only regular files of at most ``MAX_FILE_BYTES`` are read (a FIFO is refused
+    without blocking)."""
     path_s = os.fspath(path)
-    with open(path_s, "rb") as f:
-        try:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
-            raise TerrabinError(f"{path_s}: truncated: empty file") from None
-    buf = memoryview(mm)
+    try:
+        data = read_array(path_s, MAX_FILE_BYTES, "map", ALIGN)
+    except UnsafeFileError as e:
+        raise TerrabinError(str(e)) from None
+    if not data.size:
+        raise TerrabinError(f"{path_s}: truncated: empty file")
+    buf = memoryview(data)
     count, table_off, size = _read_header(buf, path_s)
     arrays: dict[str, np.ndarray] = {}
     meta: dict[str, Any] | None = None
@@ -230,16 +237,18 @@ def read_sections(path: str | os.PathLike[str], *, verify: bool = True) -> tuple
             raise TerrabinError(f"{path_s}: corrupt section {name!r} (dtype {dtype_s!r}, ndim {ndim})")
         shape = (s0, s1, s2, s3)[:ndim]
         dtype = np.dtype(dtype_s)
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != nbytes or off + nbytes > table_off:
+        if math.prod(shape) * dtype.itemsize != nbytes or off + nbytes > table_off:
             raise TerrabinError(f"{path_s}: corrupt section {name!r} (shape {shape} does not match its extent)")
         view = buf[off : off + nbytes]
         if verify and zlib.crc32(view) != crc:
             raise TerrabinError(f"{path_s}: corrupt section {name!r} (checksum mismatch)")
         if name == "meta":
             try:
-                meta = json.loads(bytes(view).decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise TerrabinError(f"{path_s}: corrupt section 'meta' ({e})") from None
+                meta = load_json(bytes(view), f"{path_s}: section 'meta'")
+            except UnsafeFileError as e:
+                raise TerrabinError(f"corrupt file: {e}") from None
+            if not isinstance(meta, dict):
+                raise TerrabinError(f"{path_s}: corrupt section 'meta' (a {type(meta).__name__}, not an object)")
         else:
             arrays[name] = np.frombuffer(view, dtype=dtype).reshape(shape)
     if meta is None:
@@ -248,7 +257,7 @@ def read_sections(path: str | os.PathLike[str], *, verify: bool = True) -> tuple
 
 
 def load(path: str | os.PathLike[str], *, verify: bool = True) -> MapData:
-    """Read a ``.tzb`` file into :class:`MapData` backed by a read-only memory map.
+    """Read a ``.tzb`` file into :class:`MapData` backed by one read-only private copy of the file.
 
     ``verify``: check every section's CRC32 (reads each byte once; a few ms for a large map).
     Raises :class:`TerrabinError` naming the problem for truncated, corrupt, wrong-magic or

@@ -30,7 +30,6 @@ Intersections are left to the builder (``intersections=None``).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ...safe_files import load_json, read_text
 from ..builder import MapValidationError
 from ..polyline import normalized_arc, resample_at
 from ..schema import (
@@ -236,7 +236,7 @@ def _sidecar(p: Path) -> Any:
     if not p.exists():
         return None
     try:
-        return json.loads(p.read_text())
+        return load_json(read_text(p, 64 * 1024 * 1024, "Lanelet2 sidecar"), str(p))
     except (OSError, ValueError) as e:
         raise _err(f"{p.name}: unreadable JSON ({e})") from None
 

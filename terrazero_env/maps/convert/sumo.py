@@ -246,6 +246,8 @@ def convert(path: str | Path, *, recenter: bool = True, default_width: float = D
                     p = _lane_polyline(pts)
                     sidewalks.append(np.concatenate([_offset(p, width / 2), _offset(p, -width / 2)[::-1]]))
                 continue
+            if func == "normal" and len(dedupe(pts)) < 2:
+                raise _err(f"{where}: the shape has fewer than two distinct points (a degenerate lane)")
             lane_index[lid] = len(lane_pts)
             lane_pts.append(_lane_polyline(pts))
             lane_type.append(int(LaneType[kind]))

@@ -17,6 +17,13 @@ STUB_PROBABILITY = 0.3
 REMOVAL_PROBABILITY = 0.25
 
 
+MAX_SIDE = 40
+"""Most blocks along one side of a grid town."""
+MAX_BLOCKS = 400
+"""Most blocks of a grid town (rows x cols): the generator's work grows with it."""
+MAX_BLOCK = 1000.0
+"""Longest ``block_length`` (m); a block too short for its junctions' approaches is refused as well."""
+
 def grid_town(
     seed: int = 0,
     *,
@@ -43,10 +50,13 @@ def grid_town(
 
     ``lane_width`` is in metres and ``speed_limit`` in m/s (applied to every lane).
     """
-    if int(rows) != rows or int(cols) != cols or rows < 1 or cols < 1:
-        raise ValueError(f"rows and cols must be positive integers, got {rows!r} x {cols!r}")
-    if not (np.isfinite(block_length) and block_length > 0):
-        raise ValueError(f"block_length must be a positive number of metres, got {block_length!r}")
+    if int(rows) != rows or int(cols) != cols or not 1 <= rows <= MAX_SIDE or not 1 <= cols <= MAX_SIDE \
+            or rows * cols > MAX_BLOCKS:
+        raise ValueError(f"rows and cols must be integers in [1, {MAX_SIDE}] with at most {MAX_BLOCKS} blocks, "
+                         f"got {rows!r} x {cols!r}")
+    if not (np.isfinite(block_length) and 0 < block_length <= MAX_BLOCK):
+        raise ValueError(f"block_length must be a positive number of metres, at most {MAX_BLOCK}, "
+                         f"got {block_length!r}")
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
     hand = parse_handedness(handedness)
     rows, cols, n = int(rows), int(cols), int(lanes_per_direction)

@@ -21,6 +21,7 @@ MEDIAN_HALF_WIDTH = 2.0
 LOOP_RADIUS = 10.0
 #: Shortest highway (m) that fits the ramps.
 MIN_LENGTH = 400.0
+MAX_LENGTH = 10_000.0  # m: the stations are sampled about 1 m apart
 #: Speed limits (m/s) of ramps and turnaround loops, capped by the highway's own limit.
 RAMP_SPEED = 16.7
 LOOP_SPEED = 8.3
@@ -121,8 +122,8 @@ def highway(
     """
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
     hand = parse_handedness(handedness)
-    if not (np.isfinite(length) and length >= MIN_LENGTH):
-        raise ValueError(f"length must be at least {MIN_LENGTH} m, got {length!r}")
+    if not (np.isfinite(length) and MIN_LENGTH <= length <= MAX_LENGTH):
+        raise ValueError(f"length must be a number of metres in [{MIN_LENGTH}, {MAX_LENGTH}], got {length!r}")
     n, w, length = int(lanes_per_direction), float(lane_width), float(length)
     rng = np.random.default_rng(seed)
     frame = _Frame(length, rng.uniform(0.05, 0.1), length * rng.uniform(0.8, 1.3), rng.uniform(0.0, 2.0 * np.pi))

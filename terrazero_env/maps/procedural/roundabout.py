@@ -15,6 +15,7 @@ __all__ = ["roundabout"]
 ENTRY_FILLET = 6.0
 #: Smallest central island radius (m).
 MIN_ISLAND_RADIUS = 4.0
+MAX_RADIUS = 500.0  # m
 
 
 def roundabout(
@@ -45,6 +46,8 @@ def roundabout(
     n, w, legs = int(lanes_per_direction), float(lane_width), int(legs)
     half = n * w
     r_in, r_out = radius - half / 2.0, radius + half / 2.0
+    if not (np.isfinite(radius) and radius <= MAX_RADIUS):
+        raise ValueError(f"radius must be a number of metres of at most {MAX_RADIUS}, got {radius!r}")
     if not (np.isfinite(radius) and r_in >= MIN_ISLAND_RADIUS):
         raise ValueError(f"radius must leave an island of at least {MIN_ISLAND_RADIUS} m: need radius >= "
                          f"{MIN_ISLAND_RADIUS + half / 2.0} m for {n} lane(s) of {w} m, got {radius!r}")
