@@ -45,7 +45,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .maps.terrabin import save
 
     t0 = time.perf_counter()
-    m = build(load_source(args.src, trust_pickle=args.trust_pickle))
+    m = build(load_source(args.src, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario))
     t1 = time.perf_counter()
     path = save(m, args.output)
     c = m.counts()
@@ -55,7 +55,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = summary(load_built(args.file, trust_pickle=args.trust_pickle))
+    info = summary(load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -75,7 +75,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_render(args: argparse.Namespace) -> int:
     from .maps.render import render_map
 
-    m = load_built(args.file, trust_pickle=args.trust_pickle)
+    m = load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario)
     render_map(m, args.output, dpi=args.dpi)
     print(f"wrote {args.output}")
     return 0
@@ -358,6 +358,10 @@ def make_parser() -> argparse.ArgumentParser:
         sp.add_argument("--trust-pickle", action="store_true",
                         help="allow a ScenarioNet .pkl (a Python pickle: reading it runs code from the file; "
                              "only for files you trust)")
+        pick = sp.add_mutually_exclusive_group()
+        pick.add_argument("--index", type=int, default=None,
+                          help="WOMD TFRecord: the record number of the scenario to read (default 0)")
+        pick.add_argument("--scenario", default=None, help="WOMD TFRecord: the scenario_id to read")
     g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
     g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
     g.set_defaults(func=_cmd_regenerate)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from enum import IntEnum
 from typing import Any
 
@@ -207,6 +208,11 @@ def load_json(path: str | os.PathLike[str]) -> MapData:
             d = json.load(f)
         except json.JSONDecodeError as e:
             raise MapValidationError(f"{os.fspath(path)}: not valid JSON ({e})") from None
+    from .convert import gpudrive_json
+
+    if gpudrive_json.is_gpudrive(d):
+        # A GPUDrive/PufferDrive scenario (WOMD converted to JSON), not this module's layout.
+        return gpudrive_json.from_dict(d, name=str(d.get("scenario_id", Path(path).stem)), where=os.fspath(path))
     return from_dict(d)
 
 
