@@ -87,6 +87,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build_dataset(args: argparse.Namespace) -> int:
+    from .maps.build_dataset import build_dataset
+
+    r = build_dataset(args.inputs, args.output, workers=args.workers, cache_size=args.cache_size,
+                      progress=not args.quiet)
+    print(f"{len(r.scenes)} scenes in {r.out_dir} ({r.converted_files} files converted, {r.resumed_files} done "
+          f"before), {len(r.rejected)} rejected (listed in {r.out_dir / 'rejected.txt'}), {r.seconds:.1f} s; "
+          f"manifest {r.manifest}")
+    return 0
+
+
 def _cmd_regenerate(args: argparse.Namespace) -> int:
     for p in regenerate(args.out_dir):
         print(f"wrote {p} ({p.stat().st_size / 1024:.1f} KiB)")
@@ -362,6 +373,15 @@ def make_parser() -> argparse.ArgumentParser:
         pick.add_argument("--index", type=int, default=None,
                           help="WOMD TFRecord: the record number of the scenario to read (default 0)")
         pick.add_argument("--scenario", default=None, help="WOMD TFRecord: the scenario_id to read")
+    bd = ms.add_parser("build-dataset", help="convert a folder or glob of scenario files (WOMD TFRecords, GPUDrive "
+                                              "JSON, map files) into OUT/*.tzb with a manifest, in parallel, resumably")
+    bd.add_argument("inputs", nargs="+", help="files, folders (searched recursively) or glob patterns")
+    bd.add_argument("-o", "--output", required=True, help="the dataset folder (created; a rerun resumes)")
+    bd.add_argument("--workers", type=int_in(1, 1024), default=None, help="worker processes (default: one per core)")
+    bd.add_argument("--cache-size", type=int_in(1, 100_000), default=64,
+                    help="maps a training process keeps open (written into the manifest)")
+    bd.add_argument("--quiet", action="store_true", help="no progress output")
+    bd.set_defaults(func=_cmd_build_dataset)
     g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
     g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
     g.set_defaults(func=_cmd_regenerate)

@@ -281,3 +281,51 @@ def test_real_scenes_build_and_both_readers_agree(path, tmp_path):
                 build(m)
                 n += 1
         assert n > 0
+
+
+# ---------------------------------------------------------------- datasets
+
+def test_build_dataset_converts_in_parallel_rejects_per_scene_and_resumes(tmp_path):
+    from terrazero_env.maps import Dataset
+    from terrazero_env.maps.build_dataset import build_dataset
+
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    scenes = []
+    for k in range(3):
+        s = scene(offset=(100.0 * k, 0.0))
+        s.scenario_id = f"scene{k}"
+        scenes.append(s)
+    bad = scene()
+    bad.scenario_id = "nolanes"
+    bad.lanes = []
+    womd.write_tfrecord(src / "a.tfrecord-00000-of-00002", scenes[:2] + [bad])
+    (src / "sub" / "c.json").write_text(json.dumps({**to_gpudrive_json(scenes[2]), "scenario_id": "scene2"}))
+    (src / "sub" / "broken.json").write_text("{")
+    lines: list[str] = []
+    out = tmp_path / "ds"
+    r = build_dataset([str(src)], out, workers=2, progress=False, on_reject=lines.append)
+    assert r.scenes == ["scene0.tzb", "scene1.tzb", "scene2.tzb"]
+    assert r.converted_files == 3 and r.resumed_files == 0
+    assert len(lines) == 2 and any("record 2: " in x and "nolanes" in x and "no lane" in x for x in lines)
+    assert any("broken.json" in x and "not valid JSON" in x for x in lines)
+    assert (out / "rejected.txt").read_text().count("\n") == 2
+    ds = Dataset(out / "manifest.yaml")
+    assert len(ds) == 3 and ds.groups == {("womd", "logged"): [0, 1, 2]}
+    assert ds[2].tracks is not None and ds[2].metadata["scenario_id"] == "scene2"
+    # a rerun converts only the file whose output went missing; a new file is picked up
+    (out / "scene1.tzb").unlink()
+    r2 = build_dataset([str(src)], out, workers=1, progress=False, on_reject=lines.append)
+    assert r2.converted_files == 1 and r2.resumed_files == 2 and (out / "scene1.tzb").is_file()
+    s3 = scene()
+    s3.scenario_id = "scene3"
+    womd.write_tfrecord(src / "b.tfrecord", [s3])
+    r3 = build_dataset([str(src / "*.tfrecord*")], out, workers=1, progress=False, on_reject=lines.append)
+    assert r3.converted_files == 1 and r3.resumed_files == 1 and "scene3.tzb" in r3.scenes
+
+
+def test_build_dataset_names_an_input_that_matches_nothing(tmp_path):
+    from terrazero_env.maps.build_dataset import build_dataset
+
+    with pytest.raises(FileNotFoundError, match="names no file"):
+        build_dataset([str(tmp_path / "nothing*.tfrecord")], tmp_path / "ds", progress=False)
