@@ -329,3 +329,70 @@ def test_build_dataset_names_an_input_that_matches_nothing(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="names no file"):
         build_dataset([str(tmp_path / "nothing*.tfrecord")], tmp_path / "ds", progress=False)
+
+
+# ---------------------------------------------------------------- logged signals in the engine
+
+def _signal_engine(m, mode, replay=True, controller=None):
+    from terrazero_env import engine as core
+    from terrazero_env.config import EngineConfig, InitConfig, InitMode, SignalConfig, SignalController
+
+    cfg = EngineConfig(num_worlds=2, slots_per_world=2, max_agents_per_world=8, episode_length=200,
+                       init=InitConfig(mode=mode, num_agents=(1, 2)),
+                       signals=SignalConfig(controller=controller or SignalController.CHRISTMAS,
+                                            replay_logged=replay))
+    e = core.Engine(cfg, maps=m)
+    e.reset(seeds=[1, 2])
+    return e
+
+
+def test_log_mode_worlds_see_the_logged_lights_and_random_mode_the_controller():
+    from terrazero_env.config import InitMode
+    from terrazero_env.maps.signal_plan import logged_head_states
+
+    m = build(womd.convert(_tf(scene())))
+    expect = logged_head_states(m)  # heads [straight: red 40 steps then green; left: red arrow]
+    assert expect.shape == (2, 91)
+    assert expect[0, :40].tolist() == [0] * 40 and expect[0, 40:].tolist() == [2] * 51 and not expect[1].any()
+    e = _signal_engine(m, InitMode.LOG)
+    seen = [e.signal_states(0).copy()]
+    for _ in range(120):
+        e.step(np.zeros(4, np.int32))
+        seen.append(e.signal_states(0).copy())
+    seen = np.array(seen).T
+    assert np.array_equal(seen[:, :91], expect)
+    assert np.all(seen[:, 91:] == expect[:, -1:])  # the last logged state holds after the log ends
+    # randomly initialized worlds on the same map run the controller: their lights change on their own
+    r = _signal_engine(m, InitMode.RANDOM)
+    states = [r.signal_states(0).copy()]
+    for _ in range(400):
+        r.step(np.zeros(4, np.int32))
+        states.append(r.signal_states(0).copy())
+    states = np.array(states)
+    assert len({tuple(s) for s in states}) > 2 and not np.array_equal(states[:91].T, expect)
+    # and replay can be switched off
+    off = _signal_engine(m, InitMode.LOG, replay=False)
+    states = [off.signal_states(0).copy()]
+    for _ in range(400):
+        off.step(np.zeros(4, np.int32))
+        states.append(off.signal_states(0).copy())
+    assert not np.array_equal(np.array(states)[:91].T, expect)
+
+
+def _tf(s):
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    return womd.write_tfrecord(Path(d) / "s.tfrecord", [s])
+
+
+def test_logged_signal_metadata_is_checked():
+    from terrazero_env.maps.signal_plan import logged_head_states
+
+    m = build(womd.convert(_tf(scene())))
+    bad = {**m.metadata, "logged_signals": {"states": [[4] * 91]}}
+    with pytest.raises(MapValidationError, match="1 rows for 2 signal heads"):
+        logged_head_states(m.replace(metadata=bad))
+    bad = {**m.metadata, "logged_signals": {"states": [[4] * 91, [9] * 91]}}
+    with pytest.raises(MapValidationError, match="codes must be"):
+        logged_head_states(m.replace(metadata=bad))
