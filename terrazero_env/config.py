@@ -376,7 +376,8 @@ class SignalConfig:
     replay_logged: bool = True
     """Worlds initialized from the log (LOG, and HYBRID worlds that draw the log) on a map with logged
     signal states (WOMD scenes) show the logged state of every head at each step, holding the last one
-    after the log ends; randomly initialized worlds, and every world when False, run ``controller``."""
+    after the log ends; randomly initialized worlds, and every world when False, run ``controller`` (ours;
+the states are WOMD's TrafficSignalLaneState per step)."""
 
     def __post_init__(self) -> None:
         _set(self, "controller", check_enum("SignalConfig.controller", self.controller, SignalController))
