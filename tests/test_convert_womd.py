@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from womd_scenes import maps_differ, scene, to_gpudrive_json
 
 from terrazero_env.maps import build
 from terrazero_env.maps.builder import MapValidationError
@@ -20,9 +21,6 @@ from terrazero_env.maps.convert.tfrecord import iter_records, masked_crc32c, rec
 from terrazero_env.maps.schema import AgentType, ControlType, LaneType, Movement
 from terrazero_env.maps.sources import load_source
 from terrazero_env.maps.terrabin import load, save
-
-from womd_scenes import maps_differ, scene, to_gpudrive_json
-
 
 # ---------------------------------------------------------------- TFRecord framing
 
@@ -335,7 +333,7 @@ def test_build_dataset_names_an_input_that_matches_nothing(tmp_path):
 
 def _signal_engine(m, mode, replay=True, controller=None):
     from terrazero_env import engine as core
-    from terrazero_env.config import EngineConfig, InitConfig, InitMode, SignalConfig, SignalController
+    from terrazero_env.config import EngineConfig, InitConfig, SignalConfig, SignalController
 
     cfg = EngineConfig(num_worlds=2, slots_per_world=2, max_agents_per_world=8, episode_length=200,
                        init=InitConfig(mode=mode, num_agents=(1, 2)),

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from enum import IntEnum
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -35,8 +35,20 @@ import numpy as np
 from ..analysis import infer_handedness
 from ..builder import MapValidationError
 from ..schema import (
-    AgentType, Handedness, Lanes, LaneType, MapData, Movement, Polygons, Polylines, RoadLines, RoadLineType,
-    Signals, StopLines, StopSigns, Tracks,
+    AgentType,
+    Handedness,
+    Lanes,
+    LaneType,
+    MapData,
+    Movement,
+    Polygons,
+    Polylines,
+    RoadLines,
+    RoadLineType,
+    Signals,
+    StopLines,
+    StopSigns,
+    Tracks,
 )
 
 __all__ = ["LIMITS", "Scene", "SceneLane", "SIGNAL_STATES", "STOP_SIGN_REACH", "to_map_data"]
@@ -223,7 +235,7 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
         sig_states.append([int(s) for s in states])
         sig_ids.append(int(lane_id))
     stop_line_ids, stop_pos = [], []
-    for fid, ctl, pos in scene.stop_signs:
+    for _fid, ctl, pos in scene.stop_signs:
         pos = np.asarray(pos, np.float64).reshape(3) - origin
         ids = [index[x] for x in ctl if x in index]
         if not ids:
