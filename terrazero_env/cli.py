@@ -55,7 +55,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = summary(load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario))
+    m = load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario)
+    info = summary(m)
+    md = m.metadata if isinstance(m.metadata, dict) else {}
+    if md.get("source") in ("womd_tfrecord", "gpudrive_json"):
+        logged = md.get("logged_signals") or {}
+        info["womd"] = {"scenario_id": md.get("scenario_id"), "source": md.get("source"),
+                        "sdc_track": md.get("sdc_track"), "tracks_to_predict": md.get("tracks_to_predict"),
+                        "tracks_dropped": md.get("tracks_dropped"), "logged_signal_heads": len(logged.get("states", [])),
+                        "logged_signal_steps": len((logged.get("states") or [[]])[0]),
+                        "signals_skipped": md.get("signals_skipped")}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -69,6 +78,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print(f"lane length: {info['total_lane_length_m'] / 1000:.2f} km; lanes without predecessor: "
           f"{info['lanes_without_predecessor']}, without successor: {info['lanes_without_successor']}; "
           f"max successor gap {info['max_successor_gap_m']:.3f} m")
+    if "womd" in info:
+        w = info["womd"]
+        print(f"WOMD scene {w['scenario_id']} ({w['source']}): SDC track {w['sdc_track']}, tracks to predict "
+              f"{w['tracks_to_predict']}, {w['tracks_dropped']} tracks dropped; logged signals: "
+              f"{w['logged_signal_heads']} heads x {w['logged_signal_steps']} steps ({w['signals_skipped']} skipped)")
     return 0
 
 

@@ -236,7 +236,10 @@ def test_cli_builds_inspects_and_renders_a_record(tfrecord, tmp_path):
     r = subprocess.run(cli + ["inspect", str(tfrecord), "--scenario", "synthetic0001", "--json"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["counts"]["lanes"] == 9
+    info = json.loads(r.stdout)
+    assert info["counts"]["lanes"] == 9
+    assert info["womd"]["sdc_track"] == 0 and info["womd"]["logged_signal_heads"] == 2
+    assert info["womd"]["logged_signal_steps"] == 91
     png = tmp_path / "s.png"
     r = subprocess.run(cli + ["render", str(out), "-o", str(png), "--dpi", "40"], capture_output=True, text=True)
     assert r.returncode == 0 and png.stat().st_size > 1000, r.stderr
