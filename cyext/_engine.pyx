@@ -40,7 +40,7 @@ from scene cimport lane_length, lane_point, sample_goal
 from geometry cimport wrap_angle
 from observe cimport lane_curvature_ahead
 from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch, goal_route_distance, route_successor
-from signals cimport SigParams, SigState, signals_reset, signals_tick
+from signals cimport SigParams, SigState, signals_replay, signals_reset, signals_tick
 from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_draw_mode
 from lanechange cimport LaneChangeParams

@@ -379,6 +379,9 @@ ctypedef struct MapC:
     const unsigned char* track_valid  # [A, T]
     const unsigned char* track_type   # [A]
     const float* track_size    # [A, 3]
+    # logged signal states (worlds initialized from the log replay them; signals.pxd signals_replay)
+    Py_ssize_t head_log_steps
+    const unsigned char* head_log     # [G, head_log_steps]: SIG_* of each head at each step
 
 
 ctypedef struct Agent:

@@ -54,6 +54,7 @@ cdef class Engine:
     cdef MapC** wmap
     cdef const unsigned char** wreach        # per world: its map's track_goal_reachable (appendix D.5)
     cdef int* t
+    cdef unsigned char* sig_log              # [W]: 1 where the world replays its map's logged signals
     cdef int* n_agents
     cdef int* grid_head
     cdef int* grid_next
@@ -194,6 +195,7 @@ cdef class Engine:
             "slot_agent": np.full(W * K, -1, np.int32),
             "slot_nact": np.zeros(W * K, np.int32),
             "t": np.zeros(W, np.int32),
+            "sig_log": np.zeros(W, np.uint8),
             "n_agents": np.zeros(W, np.int32),
             "grid_head": np.zeros(W * AGENT_BUCKETS, np.int32),
             "grid_next": np.zeros(W * A, np.int32),
@@ -224,6 +226,7 @@ cdef class Engine:
         metric_params_default(&self.metp)
         self.slot_of = <int*>_ptr_mut(b["slot_agent"])
         self.t = <int*>_ptr_mut(b["t"])
+        self.sig_log = <unsigned char*>_ptr_mut(b["sig_log"])
         self.n_agents = <int*>_ptr_mut(b["n_agents"])
         self.grid_head = <int*>_ptr_mut(b["grid_head"])
         self.grid_next = <int*>_ptr_mut(b["grid_next"])

@@ -97,6 +97,7 @@ cdef _load_tables(Engine e, cfg, tb):
     _load_pedestrians(e, cfg.road_users.pedestrians)
     sg = cfg.signals
     e.sigp.controller = int(sg.controller)
+    e.sigp.replay_log = 1 if sg.replay_logged else 0
     e.sigp.green_med, e.sigp.green_sig = sg.christmas_green
     e.sigp.yellow_med, e.sigp.yellow_sig = sg.christmas_yellow
     e.sigp.red_med, e.sigp.red_sig = sg.christmas_red

@@ -145,6 +145,7 @@ cdef void _reset_world(Engine e, Py_ssize_t w, unsigned long long seed) noexcept
     _clear_world(e, w, seed)
     cdef const MapC* m = e.wmap[w]
     cdef bint use_log = e.init_mode == 1 or (e.init_mode == 2 and rng_uniform(&e.rngs[w]) >= e.p_random)
+    e.sig_log[w] = 1 if (use_log and m.n_tracks > 0 and e.sigp.replay_log and m.head_log_steps > 0) else 0
     if use_log and m.n_tracks > 0:
         _init_from_log(e, w)
     else:
@@ -159,6 +160,8 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
     cdef SigState st
     _sig_state(e, w, &st)
     signals_reset(m, &e.sigp, &st, &e.rngs[w])
+    if e.sig_log[w]:
+        signals_replay(m, &st, e.t[w])
     for i in range(e.n_agents[w]):
         a = &e.agents[base + i]
         a.cos_h = cos(a.heading)

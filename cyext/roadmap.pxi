@@ -274,7 +274,7 @@ cdef class RoadMap:
     cdef dict _goal_reach  # track_goal_reachable results by (max_dist, z_gate)
 
     def __init__(self, map_data, signal_plan, lane_conflicts, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
-                 double obs_cell_size=10.0, int obs_max_candidates=800):
+                 double obs_cell_size=10.0, int obs_max_candidates=800, head_log=None):
         if not (obs_radius > 0 and obs_segment_length > 0 and obs_cell_size > 0):
             raise ValueError("obs_radius, obs_segment_length and obs_cell_size must be positive")
         cdef MapC* c = &self.c
@@ -325,6 +325,13 @@ cdef class RoadMap:
             c.track_size = _ptr_f32(keep["track_size"])
         else:
             c.n_tracks = c.track_steps = 0
+        hl = np.zeros((len(m.signals), 0), np.uint8) if head_log is None else np.asarray(head_log)
+        if hl.dtype != np.uint8 or hl.ndim != 2 or hl.shape[0] != len(m.signals) or (hl.size and hl.max() > 3):
+            raise ValueError(f"head_log: expected uint8 [{len(m.signals)}, T] of signal states 0..3, got "
+                             f"{hl.dtype} {hl.shape}")
+        keep["head_log"] = np.ascontiguousarray(hl)
+        c.head_log_steps = hl.shape[1] if hl.shape[0] else 0
+        c.head_log = _ptr_u8(keep["head_log"]) if c.head_log_steps else NULL
         self._build_obs_cache(m, keep, obs_radius, obs_segment_length, obs_cell_size, obs_max_candidates)
         self._load_signals(m, keep, signal_plan, lane_conflicts)
         self._keep = keep

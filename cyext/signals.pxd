@@ -37,6 +37,7 @@ cdef enum:
 
 ctypedef struct SigParams:
     int controller
+    int replay_log            # worlds initialized from the log replay the map's logged head states
     double green_med, green_sig, yellow_med, yellow_sig, red_med, red_sig
     double left_green, through_green, yellow, all_red, perm_prob, nema_sigma
 
@@ -295,3 +296,27 @@ cdef inline void signals_tick(const MapC* m, const SigParams* p, SigState* s, Rn
                     s.phase[j] = PHASE_GREEN
                     s.timer[j] += p.through_green
     _paint(m, p, s)
+
+
+cdef inline void signals_replay(const MapC* m, SigState* s, Py_ssize_t t) noexcept nogil:
+    """Heads take the map's logged state at step t (the last logged state once the log ends) and
+    stop lines the most permissive of their heads that the log knows (OFF where it knows none); the
+    controller's own state is left as it is."""
+    cdef Py_ssize_t h, sl, T = m.head_log_steps
+    cdef unsigned char v
+    if T <= 0:
+        return
+    if t >= T:
+        t = T - 1
+    if t < 0:
+        t = 0
+    for sl in range(m.n_stop_lines):
+        s.sl[sl] = SIG_OFF
+    for h in range(m.n_heads):
+        v = m.head_log[h * T + t]
+        s.head[h] = v
+        if v == SIG_OFF:
+            continue
+        sl = m.head_sl[h]
+        if s.sl[sl] == SIG_OFF or v > s.sl[sl]:
+            s.sl[sl] = v

@@ -17,6 +17,8 @@ cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
     e.t[w] += 1
     _open_slots(e, w, over)
     signals_tick(e.wmap[w], &e.sigp, &st, &e.rngs[w], e.dt)
+    if e.sig_log[w]:
+        signals_replay(e.wmap[w], &st, e.t[w])
     _move_agents(e, w, over, &st)
     if not over:
         pedestrians_step(e.wmap[w], &e.agents[w * e.max_agents], &e.ped[w * e.max_agents], &e.n_agents[w],

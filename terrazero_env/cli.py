@@ -46,7 +46,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .maps.terrabin import save
 
     t0 = time.perf_counter()
-    m = build(load_source(args.src, trust_pickle=args.trust_pickle))
+    m = build(load_source(args.src, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario))
     t1 = time.perf_counter()
     path = save(m, args.output)
     c = m.counts()
@@ -56,7 +56,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = summary(load_built(args.file, trust_pickle=args.trust_pickle))
+    m = load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario)
+    info = summary(m)
+    md = m.metadata if isinstance(m.metadata, dict) else {}
+    if md.get("source") in ("womd_tfrecord", "gpudrive_json"):
+        logged = md.get("logged_signals") or {}
+        info["womd"] = {"scenario_id": md.get("scenario_id"), "source": md.get("source"),
+                        "sdc_track": md.get("sdc_track"), "tracks_to_predict": md.get("tracks_to_predict"),
+                        "tracks_dropped": md.get("tracks_dropped"), "logged_signal_heads": len(logged.get("states", [])),
+                        "logged_signal_steps": len((logged.get("states") or [[]])[0]),
+                        "signals_skipped": md.get("signals_skipped")}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -70,13 +79,18 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print(f"lane length: {info['total_lane_length_m'] / 1000:.2f} km; lanes without predecessor: "
           f"{info['lanes_without_predecessor']}, without successor: {info['lanes_without_successor']}; "
           f"max successor gap {info['max_successor_gap_m']:.3f} m")
+    if "womd" in info:
+        w = info["womd"]
+        print(f"WOMD scene {w['scenario_id']} ({w['source']}): SDC track {w['sdc_track']}, tracks to predict "
+              f"{w['tracks_to_predict']}, {w['tracks_dropped']} tracks dropped; logged signals: "
+              f"{w['logged_signal_heads']} heads x {w['logged_signal_steps']} steps ({w['signals_skipped']} skipped)")
     return 0
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
     from .maps.render import render_map
 
-    m = load_built(args.file, trust_pickle=args.trust_pickle)
+    m = load_built(args.file, trust_pickle=args.trust_pickle, index=args.index, scenario=args.scenario)
     render_map(m, args.output, dpi=args.dpi)
     print(f"wrote {args.output}")
     return 0
@@ -85,6 +99,17 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     for name in bundled_maps():
         print(name)
+    return 0
+
+
+def _cmd_build_dataset(args: argparse.Namespace) -> int:
+    from .maps.build_dataset import build_dataset
+
+    r = build_dataset(args.inputs, args.output, workers=args.workers, cache_size=args.cache_size,
+                      progress=not args.quiet)
+    print(f"{len(r.scenes)} scenes in {r.out_dir} ({r.converted_files} files converted, {r.resumed_files} done "
+          f"before), {len(r.rejected)} rejected (listed in {r.out_dir / 'rejected.txt'}), {r.seconds:.1f} s; "
+          f"manifest {r.manifest}")
     return 0
 
 
@@ -432,6 +457,19 @@ def make_parser() -> argparse.ArgumentParser:
         sp.add_argument("--trust-pickle", action="store_true",
                         help="allow a ScenarioNet .pkl (a Python pickle: reading it runs code from the file; "
                              "only for files you trust)")
+        pick = sp.add_mutually_exclusive_group()
+        pick.add_argument("--index", type=int, default=None,
+                          help="WOMD TFRecord: the record number of the scenario to read (default 0)")
+        pick.add_argument("--scenario", default=None, help="WOMD TFRecord: the scenario_id to read")
+    bd = ms.add_parser("build-dataset", help="convert a folder or glob of scenario files (WOMD TFRecords, GPUDrive "
+                                              "JSON, map files) into OUT/*.tzb with a manifest, in parallel, resumably")
+    bd.add_argument("inputs", nargs="+", help="files, folders (searched recursively) or glob patterns")
+    bd.add_argument("-o", "--output", required=True, help="the dataset folder (created; a rerun resumes)")
+    bd.add_argument("--workers", type=int_in(1, 1024), default=None, help="worker processes (default: one per core)")
+    bd.add_argument("--cache-size", type=int_in(1, 100_000), default=64,
+                    help="maps a training process keeps open (written into the manifest)")
+    bd.add_argument("--quiet", action="store_true", help="no progress output")
+    bd.set_defaults(func=_cmd_build_dataset)
     g = ms.add_parser("regenerate", help="rebuild the bundled maps from their YAML specs")
     g.add_argument("--out-dir", default=None, help="where to write (default: the package's assets folder)")
     g.set_defaults(func=_cmd_regenerate)

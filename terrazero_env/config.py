@@ -386,6 +386,11 @@ class SignalConfig:
     """(min, max) required dwell at a stop sign (s), drawn per approach (ours)."""
     stop_region: float = 8.0
     """Distance before a stop bar within which an agent is in the stop sign's region (m) (ours)."""
+    replay_logged: bool = True
+    """Worlds initialized from the log (LOG, and HYBRID worlds that draw the log) on a map with logged
+    signal states (WOMD scenes) show the logged state of every head at each step, holding the last one
+    after the log ends; randomly initialized worlds, and every world when False, run ``controller`` (ours;
+the states are WOMD's TrafficSignalLaneState per step)."""
 
     def __post_init__(self) -> None:
         _set(self, "controller", check_enum("SignalConfig.controller", self.controller, SignalController))
@@ -402,6 +407,7 @@ class SignalConfig:
         check_float("SignalConfig.stop_speed", self.stop_speed, 0.0, lo_open=True, unit=" (m/s)")
         check_float("SignalConfig.permissive_left_prob", self.permissive_left_prob, 0.0, 1.0)
         _set(self, "stop_dwell", check_pair("SignalConfig.stop_dwell", self.stop_dwell, 0.0, unit=" of seconds"))
+        _set(self, "replay_logged", check_bool("SignalConfig.replay_logged", self.replay_logged))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from .config import REWARD_PARAMS, EngineConfig
 from .config_checks import check_float, check_int
 from .maps import Dataset, MapData, build, validate_built
 from .maps.conflicts import lane_conflicts
-from .maps.signal_plan import signal_plan
+from .maps.signal_plan import logged_head_states, signal_plan
 from .maps.sources import load_built
 from .maps.terrabin import load as load_tzb
 
@@ -111,7 +111,8 @@ class RoadMap(_engine.RoadMap):
                             f"use road_map() for a path or a bundled map name")
         check_index_options(index_options)
         validate_built(map_data)
-        super().__init__(map_data, signal_plan(map_data), lane_conflicts(map_data), **index_options)
+        super().__init__(map_data, signal_plan(map_data), lane_conflicts(map_data),
+                         head_log=logged_head_states(map_data), **index_options)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **index_options: Any) -> RoadMap:

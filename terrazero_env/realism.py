@@ -13,7 +13,8 @@ agent and future step, the rollouts' values give a histogram with fixed bins (ad
 steps and exponentiated, is the feature's likelihood in (0, 1]. The indicators are Bernoulli per
 agent over the whole future. The meta score is the weighted mean of the likelihoods with WOSAC 2023's
 weights (:data:`WEIGHTS`). Policies: ``log`` (logged replay, the upper bound), ``constant_velocity``
-and ``idm`` (the engine's IDM vehicles on the lane graph, one seeded world per rollout). Features
+and ``idm`` (the engine's IDM vehicles on the lane graph, one seeded world per rollout), and trained
+checkpoints (``--policy RUN``: the policy drives the logged agents toward their logged end positions). Features
 are computed with NumPy and the engine's box kernels; nothing loops over agents in Python.
 Where ours differs from WOSAC: histogram bins are fixed per feature rather than adapted, TTC is the
 exact constant-velocity box TTC to any agent ahead (capped at 5 s), distances to objects use the
@@ -178,10 +179,17 @@ POLICIES: dict[str, str] = {"log": "logged replay", "constant_velocity": "consta
 def realism_table(map_name: str = "usa_us101", rollouts: int = 32, history_steps: int = 11,
                   future_steps: int = 80, seed: int = 0,
                   policies: tuple[str, ...] = ("log", "constant_velocity", "idm"),
-                  extra: dict[str, Callable[..., np.ndarray]] | None = None) -> dict[str, Any]:
+                  extra: dict[str, Callable[..., np.ndarray]] | None = None,
+                  scene_policies: dict[str, Callable[[dict[str, Any]], np.ndarray]] | None = None) -> dict[str, Any]:
     """Realism of each policy on a logged scenario: ``{"policies": {name: scores}, ...}`` with the
     window actually used (``future_steps`` is clipped to what the log holds). Agents: the tracks valid
-    over the whole window."""
+    over the whole window. ``map_name``: a bundled map, a ``.tzb`` or any map source with logged
+    tracks (a WOMD TFRecord's first scenario, a GPUDrive JSON). ``extra``: more policies as
+    ``fn(map, start, size, steps, rollouts, seed)``; ``scene_policies``: policies given one dict
+    (``map``, ``start`` [A, 4] x, y, heading, speed, ``size`` [A, 2], ``types`` [A] AgentType,
+    ``goals`` [A, 2] logged end positions, ``steps``, ``rollouts``, ``seed``), as a trained policy
+    needs (:func:`terrazero_env.agents.realism_rollouts.policy_rollouts`); both return
+    ``[rollouts, A, steps + 1, 3]`` (x, y, heading)."""
     check_int("realism rollouts", rollouts, 1, MAX_ROLLOUTS)
     check_int("realism history_steps", history_steps, 2, MAX_WINDOW_STEPS)
     check_int("realism future_steps", future_steps, 2, MAX_WINDOW_STEPS)
@@ -214,8 +222,12 @@ def realism_table(map_name: str = "usa_us101", rollouts: int = 32, history_steps
     }
     for name, fn in (extra or {}).items():
         makers[name] = lambda fn=fn: fn(m, start, size, future, rollouts, seed)
+    scene = {"map": m, "start": start, "size": size, "types": tr.agent_type[window], "goals": st[:, -1, :2].copy(),
+             "steps": future, "rollouts": rollouts, "seed": seed}
+    for name, fn in (scene_policies or {}).items():
+        makers[name] = lambda fn=fn: fn(scene)
     scores = {}
-    for p in list(policies) + list(extra or {}):
+    for p in list(policies) + list(extra or {}) + list(scene_policies or {}):
         if p not in makers:
             raise ValueError(f"unknown realism policy {p!r}; known: {sorted(makers)}")
         scores[p] = realism_scores(rollout_features(makers[p](), size, road, edges, dt), lf)
@@ -242,8 +254,8 @@ MAX_WINDOW_STEPS = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--json OUT]``: the table.
-    A bad argument or input ends it with one line naming it and exit status 2."""
+    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--policy RUN] [--json OUT]``:
+    the table. A bad argument or input ends it with one line naming it and exit status 2."""
     import argparse
     import sys
     from pathlib import Path
@@ -264,9 +276,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="steps driven (WOSAC: 80; clipped to the log)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--json", default=None, metavar="OUT")
+    p.add_argument("--policy", action="append", default=[], metavar="RUN",
+                   help="also score a trained policy (a run folder or checkpoint zip; repeatable); it drives the "
+                        "logged agents of the classes its config controls (needs the train extra: torch)")
+    p.add_argument("--preset", default=None, help="with --policy: the config to run it under (default: the run's)")
+    p.add_argument("--deterministic", action="store_true", help="with --policy: take the most likely action")
     a = p.parse_args(argv)
     try:
-        result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed)
+        scene_policies = {}
+        if a.policy:
+            # Loading a checkpoint needs torch; the env layer reaches the training code only here.
+            from .agents.realism_rollouts import policy_rollouts
+
+            for run in a.policy:
+                name, fn = policy_rollouts(run, preset=a.preset, deterministic=a.deterministic)
+                scene_policies[name] = fn
+        result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed,
+                               scene_policies=scene_policies)
         print(format_realism(result))
         if a.json:
             atomic_write(Path(a.json), json.dumps(result, indent=1), "realism table")

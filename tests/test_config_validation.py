@@ -149,6 +149,8 @@ BAD: list[tuple[type, str, object, str]] = [
     (SignalConfig, "controller", 3, "SignalConfig.controller"),
     (SignalConfig, "controller", "traffic_cop", "SignalConfig.controller"),
     (SignalConfig, "christmas_green", (0.0, 0.3), "SignalConfig.christmas_green"),
+    (SignalConfig, "replay_logged", 1, "SignalConfig.replay_logged"),
+    (SignalConfig, "replay_logged", "yes", "SignalConfig.replay_logged"),
     (SignalConfig, "christmas_yellow", (3.0, NAN), "SignalConfig.christmas_yellow"),
     (SignalConfig, "christmas_red", (15.0,), "SignalConfig.christmas_red"),
     (SignalConfig, "left_green", 0.0, "SignalConfig.left_green"),

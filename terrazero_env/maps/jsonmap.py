@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from enum import IntEnum
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -212,6 +213,11 @@ def load_json(path: str | os.PathLike[str]) -> MapData:
         raise MapValidationError(str(e)) from None
     if not isinstance(d, dict):
         raise MapValidationError(f"{os.fspath(path)}: a JSON map is an object, got a {type(d).__name__}")
+    from .convert import gpudrive_json
+
+    if gpudrive_json.is_gpudrive(d):
+        # A GPUDrive/PufferDrive scenario (WOMD converted to JSON), not this module's layout.
+        return gpudrive_json.from_dict(d, name=str(d.get("scenario_id", Path(path).stem)), where=os.fspath(path))
     return from_dict(d)
 
 

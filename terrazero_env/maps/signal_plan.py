@@ -22,7 +22,7 @@ import numpy as np
 
 from .schema import MapData, Movement
 
-__all__ = ["STAGE_LEFT", "STAGE_THROUGH", "STAGE_ALL", "signal_plan"]
+__all__ = ["LOGGED_STATE_COLOURS", "STAGE_LEFT", "STAGE_THROUGH", "STAGE_ALL", "logged_head_states", "signal_plan"]
 
 #: Kinds of NEMA stage (``stage_kind``). Maps sit below the engine and may not import it, so these
 #: stay declared here; they must equal the engine's ``STAGE_*`` enum of ``cyext/signals.pxd``
@@ -122,3 +122,39 @@ def signal_plan(m: MapData) -> dict[str, np.ndarray]:
         "stage_head_off": arr(stage_head_off, np.int64), "stage_heads": arr(stage_heads),
         "stage_perm_off": arr(stage_perm_off, np.int64), "stage_perm": arr(stage_perm),
     }
+
+
+#: Waymo's TrafficSignalLaneState codes (unknown, arrow stop/caution/go, stop, caution, go, flashing
+#: stop, flashing caution) as the engine's head states (0 red, 1 yellow, 2 green, 3 off); a flashing
+#: red is a stop, a flashing yellow a caution. Logged steps without a state (-1) are off.
+LOGGED_STATE_COLOURS = np.array([3, 0, 1, 2, 0, 1, 2, 0, 1], np.uint8)
+#: The most logged steps a map may carry (a bound on the work of a file's metadata).
+MAX_LOGGED_STEPS = 100_000
+
+
+def logged_head_states(m: MapData) -> np.ndarray:
+    """uint8 ``[G, T]``: each signal head's logged state per step as the engine's colours, from
+    ``metadata["logged_signals"]["states"]`` (one row of Waymo state codes per head, in head order,
+    as the WOMD converters write it); ``[G, 0]`` when the map has no logged signals.
+    ``MapValidationError`` when the rows do not match the heads or hold unknown codes."""
+    from .builder import MapValidationError
+
+    g = len(m.signals)
+    logged = (m.metadata or {}).get("logged_signals") if isinstance(m.metadata, dict) else None
+    rows = logged.get("states") if isinstance(logged, dict) else None
+    if not rows:
+        return np.zeros((g, 0), np.uint8)
+    if not isinstance(rows, list) or len(rows) != g:
+        raise MapValidationError(f"metadata.logged_signals.states: {len(rows) if isinstance(rows, list) else rows!r} "
+                                 f"rows for {g} signal heads")
+    t = len(rows[0]) if isinstance(rows[0], list) else -1
+    if not 0 < t <= MAX_LOGGED_STEPS or any(not isinstance(r, list) or len(r) != t for r in rows):
+        raise MapValidationError(f"metadata.logged_signals.states: every row needs the same number of steps "
+                                 f"(1..{MAX_LOGGED_STEPS})")
+    try:
+        codes = np.asarray(rows, np.int64)
+    except (TypeError, ValueError):
+        raise MapValidationError("metadata.logged_signals.states: rows must hold integer state codes") from None
+    if codes.min() < -1 or codes.max() >= LOGGED_STATE_COLOURS.shape[0]:
+        raise MapValidationError("metadata.logged_signals.states: codes must be -1 (none) or Waymo's 0..8")
+    return np.ascontiguousarray(np.where(codes < 0, 3, LOGGED_STATE_COLOURS[np.clip(codes, 0, 8)]).astype(np.uint8))

@@ -3,9 +3,11 @@
 ``load_source`` is the single entry point the CLI and the environments use:
 
 * ``.tzb``: a built terrabin file (read into memory once);
-* ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap` (raw, needs ``build``);
+* ``.json``: the human-readable layout of :mod:`terrazero_env.maps.jsonmap`, or a GPUDrive/PufferDrive
+  scenario (:mod:`terrazero_env.maps.convert.gpudrive_json`) (raw, needs ``build``);
 * ``.yaml`` / ``.yml``: a procedural spec ``{generator: grid, seed: 0, params: {...}}`` (raw);
-* ``.xodr``, ``.net.xml``, ``.xml``, ``.osm``, ``.pkl``: real formats through
+* ``.xodr``, ``.net.xml``, ``.xml``, ``.osm``, ``.pkl``, ``.tfrecord`` (WOMD; ``index``/``scenario``
+  pick one of its scenarios): real formats through
   :mod:`terrazero_env.maps.convert` (raw);
 * a bare name such as ``grid_town``: the bundled map of that name.
 """
@@ -66,13 +68,27 @@ def load_spec(path: str | os.PathLike[str]) -> MapData:
         raise MapValidationError(f"{os.fspath(path)}: {e}") from None
 
 
-def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> MapData:
+def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False, index: int | None = None,
+                scenario: str | None = None) -> MapData:
     """Read any supported map source; ``.tzb`` and bundled maps come back built, others raw.
     ``trust_pickle``: allow formats that are Python pickles (ScenarioNet ``.pkl``; unpickling runs
-    code from the file)."""
+    code from the file). ``index`` / ``scenario``: which scenario of a multi-scenario file (a WOMD
+    TFRecord) to read, by record number or ``scenario_id`` (default: the first)."""
     s = os.fspath(src)
     p = Path(s)
     suffix = p.suffix.lower()
+    from .convert import CONVERTERS, converter_for, is_tfrecord
+
+    if (index is not None or scenario is not None) and not is_tfrecord(p):
+        raise ValueError(f"{s}: --index/--scenario select a scenario of a WOMD TFRecord; this source holds one map")
+    if is_tfrecord(p):
+        if p.exists() and not p.is_file():
+            raise MapValidationError(f"map source {s}: not a regular file (a folder, FIFO or device; refused)")
+        if not p.is_file():
+            raise FileNotFoundError(f"map source not found: {s}")
+        from .convert import womd
+
+        return womd.convert(p, index=index, scenario=scenario)
     if suffix == "" and not p.exists():
         return load(asset_path(s))
     if p.exists() and not p.is_file():
@@ -85,7 +101,6 @@ def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> M
         return load_json(p)
     if suffix in (".yaml", ".yml"):
         return load_spec(p)
-    from .convert import CONVERTERS, converter_for
 
     convert = converter_for(p)
     if convert is not None:
@@ -94,14 +109,18 @@ def load_source(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> M
     raise ValueError(f"{s}: unknown map source type {suffix!r} (supported: {known})")
 
 
-def load_built(src: str | os.PathLike[str], *, trust_pickle: bool = False) -> MapData:
+def load_built(src: str | os.PathLike[str], *, trust_pickle: bool = False, index: int | None = None,
+               scenario: str | None = None) -> MapData:
     """A simulation-ready map from any source: ``.tzb`` files and bundled maps are built already (and
     pass :func:`~terrazero_env.maps.builder.validate_built` here, as a fresh build would), every
     other source is built now (``trust_pickle`` as for :func:`load_source`)."""
     p = Path(os.fspath(src))
     built = p.suffix.lower() == ".tzb" or (p.suffix == "" and not p.exists())
     if not built:
-        return build(load_source(src, trust_pickle=trust_pickle))
+        return build(load_source(src, trust_pickle=trust_pickle, index=index, scenario=scenario))
+    if index is not None or scenario is not None:
+        raise ValueError(f"{os.fspath(src)}: --index/--scenario select a scenario of a WOMD TFRecord; "
+                         "this source holds one map")
     m = load_source(src)
     try:
         validate_built(m)

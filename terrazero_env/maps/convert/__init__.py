@@ -10,6 +10,8 @@ to :func:`terrazero_env.maps.build`).
 | ``.xml`` | CommonRoad scenario | :mod:`.commonroad` |
 | ``.osm`` | Lanelet2 map | :mod:`.lanelet2` |
 | ``.pkl`` | ScenarioNet scenario | :mod:`.scenarionet` |
+| ``.tfrecord`` (also ``NAME.tfrecord-00000-of-01000``) | WOMD ``Scenario`` protos | :mod:`.womd` |
+| ``.json`` with ``objects`` and ``roads`` | GPUDrive/PufferDrive scenario | :mod:`.gpudrive_json` (through ``load_source``) |
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["CONVERTERS", "converter_for"]
+__all__ = ["CONVERTERS", "converter_for", "is_tfrecord"]
 
 #: (file-name suffix, module, function) in match order: longer suffixes first.
 CONVERTERS: tuple[tuple[str, str, str], ...] = (
@@ -27,13 +29,22 @@ CONVERTERS: tuple[tuple[str, str, str], ...] = (
     (".xml", "commonroad", "convert"),
     (".osm", "lanelet2", "convert"),
     (".pkl", "scenarionet", "convert"),
+    (".tfrecord", "womd", "convert"),
 )
+
+
+def is_tfrecord(path: str | Path) -> bool:
+    """WOMD's shards are named ``training.tfrecord-00000-of-01000``: the suffix is inside the name."""
+    name = Path(path).name.lower()
+    return name.endswith(".tfrecord") or ".tfrecord-" in name
 
 
 def converter_for(path: str | Path) -> Callable | None:
     """The ``convert(path, **options) -> MapData`` function for a file, or None if no converter
     handles its suffix (or its module is not available)."""
     name = Path(path).name.lower()
+    if is_tfrecord(name):
+        name = name[: name.index(".tfrecord")] + ".tfrecord"
     for suffix, module, func in CONVERTERS:
         if name.endswith(suffix):
             try:
