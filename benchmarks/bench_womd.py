@@ -4,7 +4,7 @@
 
 INPUT: GPUDrive JSON files, WOMD TFRecords or folders of them. Per scene: the time to read and
 convert it (``MapData`` with tracks), to build it (the builder's validation and derivations), the
-``.tzb`` size, the time a dataset reset pays on a cache miss (memory-map the ``.tzb`` and index it
+``.tzb`` size, the time a dataset reset pays on a cache miss (read the ``.tzb`` and index it
 for the engine, ``RoadMap``), the reset time per world with log initialization, and the engine's
 throughput with log initialization: every logged agent valid at the first step is in the scene,
 up to ``--slots`` of the controlled classes' agents per world are policy slots (random actions,

@@ -33,7 +33,7 @@ def test_manifest_groups_and_lazy_bounded_cache(folder):
     for i in range(len(ds)):
         ds[i]
     assert ds.cached == 2  # least recently used maps were dropped
-    assert not ds[0].lanes.centerline.values.flags.owndata  # memory-mapped
+    assert not ds[0].lanes.centerline.values.flags.owndata  # views of the one buffer the file was read into
 
 
 def test_sampling_is_balanced_across_groups(folder):

@@ -1,4 +1,4 @@
-"""The .tzb format: exact round trips, memory-mapped reads, and a named error for every corruption."""
+"""The .tzb format: exact round trips, reads into one private buffer, and a named error for every corruption."""
 
 from __future__ import annotations
 
