@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
+import typing
 from collections.abc import Mapping
 from enum import IntEnum
 from importlib import resources
@@ -41,13 +43,6 @@ from .config import (
     Consequence,
     DynamicsModel,
     EngineConfig,
-    GoalBehavior,
-    GoalProgressForm,
-    InitMode,
-    ProgressShaping,
-    SignalController,
-    SpeedLimitSource,
-    VelAlignForm,
 )
 from .safe_files import atomic_write
 
@@ -57,10 +52,14 @@ __all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_di
 _CLASS_NAMES = [a.name.lower() for a in AgentType]
 _COLUMNS = ("vehicle", "pedestrian", "cyclist")
 _PER_CLASS_INIT = ("class_weights", "controlled", "goal_dropout")
-_ENUM_FIELDS: dict[str, type[IntEnum]] = {"mode": InitMode, "goal_behavior": GoalBehavior, "dynamics": DynamicsModel,
-                                          "controller": SignalController, "vel_align": VelAlignForm,
-                                          "speed_limit": SpeedLimitSource, "goal_progress": GoalProgressForm,
-                                          "goal_progress_shaping": ProgressShaping}
+
+
+@functools.cache
+def _enum_fields(cls: type) -> dict[str, type[IntEnum]]:
+    """The fields of a config dataclass whose annotation is an ``IntEnum`` (read as its member names)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)
+            if isinstance(hints[f.name], type) and issubclass(hints[f.name], IntEnum)}
 
 
 def _plain(v: Any) -> Any:
@@ -179,8 +178,8 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
                     nested = getattr(sub_base, k)
                     _check_keys(x, {g.name for g in dataclasses.fields(nested)}, f"{key}.{k}")
                     fields[k] = dataclasses.replace(nested, **{n: _tuple(y) for n, y in x.items()})
-                elif k in _ENUM_FIELDS:
-                    fields[k] = _enum(_ENUM_FIELDS[k], x, f"{key}.{k}")
+                elif k in _enum_fields(type(sub_base)):
+                    fields[k] = _enum(_enum_fields(type(sub_base))[k], x, f"{key}.{k}")
                 elif k in _PER_CLASS_INIT:
                     fields[k] = _per_class(x, getattr(sub_base, k), f"{key}.{k}")
                 elif k == "log_roles" and key == "init" and isinstance(x, Mapping):
