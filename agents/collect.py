@@ -1,4 +1,4 @@
-"""The array-only rollout path of :class:`terrazero_env.agents.PPO` (issue 17, points 1 and 2).
+"""The array-only rollout path of :class:`terrazero_env.agents.PPO`.
 
 When PPO's env is a Gymnasium vector env seen through ``SB3VecEnv`` (and ``VecMonitor``), the rollout
 loop steps that vector env itself and reads ``valid``, ``terminated``, ``truncated``, the final

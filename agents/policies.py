@@ -140,7 +140,7 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
     :param layout: group name -> ``[start, count, width]`` (see :func:`layout_from_env`).
     :param bf16: run under bfloat16 autocast when the input is on a CUDA device.
     :param encoder: ``"packed"`` runs the entity MLPs on the present rows only and max-pools them with
-        one scatter (issue 17, point 4); ``"dense"`` runs them on every padded row and masks
+        one scatter; ``"dense"`` runs them on every padded row and masks
         (:meth:`encode_entities_dense`, the reference). Both compute the same function.
     """
 

@@ -88,7 +88,7 @@ class MaskedRolloutBuffer(RolloutBuffer):
     ``dones`` (any episode end), ``final_values`` (V(s_final) at truncations), ``next_values`` and the
     current ``log_rhos`` (log pi - log mu) for V-trace. ``log_probs`` are the behaviour log-probabilities.
 
-    Every field is a torch tensor on the training device, observations included (issue 17, point 2):
+    Every field is a torch tensor on the training device, observations included:
     advantages, value targets, PopArt moments and priorities are computed there
     (:mod:`terrazero_env.agents.targets`), and minibatches are gathered there.
 

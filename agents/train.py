@@ -92,7 +92,7 @@ class TrainSettings:
     working directory and recorded absolute. Every world reset draws one, balanced over the dataset's
     (region, type) groups (None: the config's maps; ours)."""
     overlap: bool = False
-    """Double buffering (issue 17, point 3): the worlds as two halves, each with its own sampler, one
+    """Double buffering: the worlds as two halves, each with its own sampler, one
     half stepping while the policy computes the other's actions (:class:`~terrazero_env.wrappers.DoubleBufferedEnv`).
     Needs an even number of worlds; changes the run against one env of all the worlds (BENCHMARKS.md) (ours)."""
     ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})

@@ -1,4 +1,4 @@
-"""Careful-driver ablations (issue 20, item 1): train the ``quick`` preset with a chosen set of the
+"""Careful-driver ablations: train the ``quick`` preset with a chosen set of the
 opt-in switches for a fixed budget and several seeds, evaluate every run as ``terrazero eval`` does
 (same API, same episodes and seed for every run), and print one row per run and the mean per variant.
 
@@ -42,7 +42,7 @@ The changes (each a set of engine-config or ``train.X`` overrides, see ``CHANGES
   1.4M preset are mostly a car on its lane drifting toward the curb (a median 9 degrees and 0.36 m off
   the lane's centre a step before), which these two terms price.
 * ``obs_float16``: observations as float16 from the engine through the rollout buffer (section 3.1; the
-  policy computes in float32): issue 17 asks whether the 16-bit data path keeps the learning unchanged.
+  policy computes in float32): the question is whether the 16-bit data path keeps the learning unchanged.
 * ``fine_lateral``: the car's lateral jerk grid (-3, -1, 0, 1, 3) m/s^3 instead of (-3, 0, 3): the
   off-road events are a car drifting toward the curb at a median 9-13 degrees off its lane a step
   before, and with three lateral values every correction is a full 3 m/s^3 jerk (0.3 m/s^2 of lateral

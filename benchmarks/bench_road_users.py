@@ -1,4 +1,4 @@
-"""Engine throughput with the planner's road-user mix against policy cars only (issue 16, point 6).
+"""Engine throughput with the planner's road-user mix against policy cars only.
 
     python benchmarks/bench_road_users.py [--worlds 32] [--steps 200] [--repeats 3] [--threads 1] [--json out.json]
 
@@ -9,7 +9,7 @@ time, resets excluded; the best of ``--repeats`` runs, the rows timed round robi
 clock; ``--wall`` uses the wall clock (needed with more than one thread). Rows: policy cars only; the full planner mix (IDM traffic and every static
 generator at the preset's counts, crossers and jaywalkers at rates drawn from the preset's ranges);
 each generator alone at the top of its preset range (pedestrian generators at their top rate), and its
-cost relative to policy cars only. The floor of issue 16: the full mix keeps at least 60% of the
+cost relative to policy cars only. The earlier floor: the full mix keeps at least 60% of the
 policy-only throughput.
 """
 

@@ -1,4 +1,4 @@
-"""FAST's training-speed claim on real reset costs (issue 19, item 4): DPSA, SGR and per-world
+"""FAST's training-speed claim on real reset costs: DPSA, SGR and per-world
 autoreset compared by the wall-clock time and the agent steps that PPO training takes to reach a fixed
 goal-reach rate, when every world reset loads its map from disk.
 

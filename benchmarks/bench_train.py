@@ -1,4 +1,4 @@
-"""Training throughput (issue 17, point 5; TerraZero section 5.2): agent steps per second of the whole
+"""Training throughput (TerraZero section 5.2): agent steps per second of the whole
 training loop, rollouts and updates together, next to the engine alone on the same worlds.
 
     python benchmarks/bench_train.py                               # quick preset's worlds: engine, near-zero, quick

@@ -3,7 +3,7 @@
     python benchmarks/scripted_driver.py [--preset quick] [--episodes 200] [--set KEY=VALUE ...]
                                          [--gain NAME=VALUE ...] [--places ROUNDS] [--json out.json]
 
-A feasibility reference for issue 20's rates (off-road, wrong-way, red-light, collision, comfort): a
+A feasibility reference for the careful-driver rates (off-road, wrong-way, red-light, collision, comfort): a
 controller that reads only the trained policy's own observation (no engine state) and acts on the
 same discrete jerk grid, evaluated exactly as ``terrazero eval`` evaluates a checkpoint (200
 episodes, evaluation seed 0, the preset's config). If it meets the targets, the observation and the

@@ -1,4 +1,4 @@
-# Handing a controlled agent to the rule-based IDM driver (issue 18, item 1: ego progress relative to
+# Handing a controlled agent to the rule-based IDM driver (ego progress relative to
 # the IDM driver from the same start), as module-level functions of _engine.pyx taking the engine.
 # ``Engine.hand_to_idm`` turns a slot's agent into an IDM vehicle (roadusers.pxd) on the lane under
 # it, from its present pose and speed; the slot stops being valid for actions but keeps its agent, and

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Lane changes of rule-based vehicles around obstacles at rest (TerraZero section 4.4, issue 16): the
+"""Lane changes of rule-based vehicles around obstacles at rest (TerraZero section 4.4): the
 decision, its safety check and the switch. Called at the end of the IDM step (``roadusers.pxd``).
 
 A vehicle whose nearest constraint is a static actor (a parked or crashed vehicle, a cone, debris, a

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Per-episode driving metrics of controlled agents, accumulated in the engine (issue 18, item 1).
+"""Per-episode driving metrics of controlled agents, accumulated in the engine.
 
 One call per judged controlled agent and step (``episode_metrics_step``, from ``world_step.pxi``)
 updates the agent's slot row of ``Engine.episode_metrics`` (columns ``EM_*`` of common.pxd): collision

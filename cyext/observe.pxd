@@ -28,7 +28,7 @@ cdef enum:
     OBS_TYPE_VEHICLE = 1
     OBS_TYPE_PEDESTRIAN = 2
     OBS_TYPE_CYCLIST = 3
-    OBS_TYPE_STATIC_VEHICLE = 4    # a parked or crashed vehicle (issue 16; table 10 allows more types)
+    OBS_TYPE_STATIC_VEHICLE = 4    # a parked or crashed vehicle (table 10 allows more types)
     OBS_TYPE_CONE = 5
     OBS_TYPE_DEBRIS = 6
 

@@ -310,7 +310,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     cdef bint ok
     cdef StaticParams sp
     target = e.n_min + rng_int(rng, e.n_max - e.n_min + 1)
-    # Static actors first (issue 16), so the agents below are placed clear of them; they leave room
+    # Static actors first, so the agents below are placed clear of them; they leave room
     # for the most agents a world may draw.
     sp = e.statp
     sp.worker_prob = e.mix_draws[3 * w + 1]

@@ -1,4 +1,4 @@
-"""Gallery of the road-user generators (issue 16): one panel per generator on the procedural town,
+"""Gallery of the road-user generators: one panel per generator on the procedural town,
 written to docs/road_users.png, and a short GIF of a full planner-preset scene
 (docs/planner_scene.gif).
 

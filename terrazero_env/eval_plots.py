@@ -1,5 +1,5 @@
 """Pictures of an evaluation: bar charts of a paired comparison with their 95% intervals, and a
-filmstrip of the worst-scoring episodes (issue 18, item 6).
+filmstrip of the worst-scoring episodes.
 
     from terrazero_env.eval_plots import comparison_chart, filmstrip
     comparison_chart(result["comparison"], "vs.png", "early", "final")

@@ -1,5 +1,5 @@
 """Realism of simulated traffic against logged traffic, in the style of the Waymo Open Sim Agents
-Challenge (WOSAC, Montali et al. 2023; issue 18, item 5).
+Challenge (WOSAC, Montali et al. 2023).
 
     from terrazero_env.realism import realism_table
     print(format_realism(realism_table("usa_us101", rollouts=16)))

@@ -2,7 +2,7 @@
 velocity-alignment, speed-limit and goal-progress terms take. ``EngineConfig`` holds one
 :class:`RewardForms` as ``reward_forms``; ``terrazero_env.config`` re-exports every name here. Every
 default keeps the project's earlier behaviour; the paper's forms (and the route form of the goal
-progress, ours) are opt-in, and the quick preset chooses its own (issue 20).
+progress, ours) are opt-in, and the quick preset chooses its own.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ProgressShaping(IntEnum):
 @dataclass(frozen=True)
 class RewardForms:
     """Which form some reward terms take (appendix B). Every default keeps the project's earlier
-    behaviour; the paper's forms are opt-in (issue 20)."""
+    behaviour; the paper's forms are opt-in."""
 
     vel_align: VelAlignForm = VelAlignForm.NORMALIZED
     """Velocity alignment: NORMALIZED (default, ours) or TABLE8 (the paper's ``-alpha_va * |dv|`` of table 8,
@@ -86,13 +86,13 @@ class RewardForms:
     limit)."""
     goal_progress: GoalProgressForm = GoalProgressForm.EUCLIDEAN
     """Goal-progress shaping (weight ``rewards.goal_progress``): EUCLIDEAN (default) or ROUTE (along the lane
-    graph; ours, issue 20)."""
+    graph; ours)."""
     route_max_distance: float = 200.0
     """ROUTE: the lane-graph search stops this far out (m); a goal further along the lanes counts as
     unknown (ours, as ``ObsConfig.topology_max_distance``)."""
     goal_progress_shaping: ProgressShaping = ProgressShaping.DIFFERENCE
     """Goal-progress shaping's per-step reward: DIFFERENCE (default: metres gained) or POTENTIAL
-    (potential-based, discounted by ``goal_progress_gamma``; ours, issue 20)."""
+    (potential-based, discounted by ``goal_progress_gamma``; ours)."""
     goal_progress_gamma: float = 0.99
     """POTENTIAL: the shaping's discount per step, in [0, 1]; policy invariance needs the learner's own
     discount (table 14: 0.99)."""

@@ -101,7 +101,7 @@ class PedestrianConfig:
 
 
 class StaticKind(IntEnum):
-    """What a static actor is (the ``kind`` column of ``Engine.agents``; issue 16)."""
+    """What a static actor is (the ``kind`` column of ``Engine.agents``)."""
 
     NONE = 0
     """Not a static actor of a generator."""
@@ -135,7 +135,7 @@ def _count_range(where: str, v: Any, hi: int = 64) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class RoadUsersConfig:
-    """Rule-based road users of a scene (TerraZero section 4.4, issue 16)."""
+    """Rule-based road users of a scene (TerraZero section 4.4)."""
 
     # -- IDM traffic and static actors ------------------------------------------------------------
     idm_fraction: float | tuple[float, float] = 0.0
@@ -147,8 +147,8 @@ class RoadUsersConfig:
     """Relative frequency (non-negative, not all zero) of the IDM behaviour modes (default, assertive,
     cautious) at placement and reroll (section 4.4 names the modes; equal weights are ours)."""
     lane_change: bool = True
-    """IDM vehicles change to a free adjacent same-direction lane around a static actor ahead of them
-    (issue 16); False: they stop behind it and wait."""
+    """IDM vehicles change to a free adjacent same-direction lane around a static actor ahead of them;
+    False: they stop behind it and wait."""
     lane_change_distance: float = 30.0
     """A static actor that is an IDM vehicle's nearest constraint within this travel (m) prompts a
     lane change, in (0, 200] (ours)."""

@@ -1,4 +1,4 @@
-"""benchmarks/bench_samplers.py (issue 19, item 4): the time-to-target analysis of a run's progress
+"""benchmarks/bench_samplers.py: the time-to-target analysis of a run's progress
 log, the cold-reset dataset it trains on, and a smoke run of the whole script on tiny settings."""
 
 from __future__ import annotations

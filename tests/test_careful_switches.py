@@ -1,4 +1,4 @@
-"""Issue 20's opt-in switches toward a careful driver: the table-8 velocity-alignment form, the
+"""The opt-in switches toward a careful driver: the table-8 velocity-alignment form, the
 speed-limit term against the lane's posted limit, the optional ego features of appendix C (lateral
 velocity, yaw rate, road curvature ahead) and the traffic-light entities of table 12. Each is checked
 on a constructed case against a hand computation, and each is shown to leave the observation layout

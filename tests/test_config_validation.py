@@ -1,6 +1,6 @@
 """Every config field is checked at construction: a bad value of the wrong type, out of range, NaN,
 a float where a count belongs or an integer outside its enum raises ``ValueError`` whose message
-names the field (issue 14, point 5), and the same values from a YAML config or ``--set`` give the
+names the field, and the same values from a YAML config or ``--set`` give the
 same message. Valid values are stored in canonical form (enum members, tuples)."""
 
 from __future__ import annotations

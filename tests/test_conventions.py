@@ -1,4 +1,4 @@
-"""The conventions third-party RL code relies on (issue 14, items 5 and 7): unknown keyword arguments
+"""The conventions third-party RL code relies on: unknown keyword arguments
 raise TypeError, envs survive copy.deepcopy and pickle with the same future, seeds follow Gymnasium
 (no aliasing, a rejected reset changes nothing), actions never wrap, and a closed env says so."""
 

@@ -1,4 +1,4 @@
-"""Training on many scenarios (issue 19, item 3): dataset manifest files and the shipped one, balanced
+"""Training on many scenarios: dataset manifest files and the shipped one, balanced
 scenario draws at world resets, worker processes drawing the same scenarios as one process, and
 ``terrazero train --dataset`` (bad manifests stop before any work)."""
 

@@ -1,5 +1,5 @@
 """DoubleBufferedEnv (two vector envs as one, one half stepping on a worker thread) and PPO's
-overlapped rollouts over it (issue 17, point 3)."""
+overlapped rollouts over it."""
 
 import copy
 import pickle

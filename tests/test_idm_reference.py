@@ -1,4 +1,4 @@
-"""Ego progress against the IDM driver from the same start (issue 18, item 1): ``Engine.hand_to_idm``
+"""Ego progress against the IDM driver from the same start: ``Engine.hand_to_idm``
 turns a controlled car into an IDM vehicle whose progress the slot's metric row keeps; on a free road
 that progress is the posted limit times the time, less IDM's acceleration phase; in a jam it is small,
 so a policy that waits too keeps its score; evaluation with the IDM reference is deterministic and

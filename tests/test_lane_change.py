@@ -1,4 +1,4 @@
-"""IDM vehicles change lane around obstacles at rest (issue 16, points 1 and 5): on a straight road
+"""IDM vehicles change lane around obstacles at rest: on a straight road
 with two same-direction lanes, a vehicle behind a lane-block closure moves to the free lane and passes
 without touching a cone or leaving the road; it does not move over while a neighbour is alongside or
 while its move would make a faster vehicle behind brake harder than the configured limit; on a

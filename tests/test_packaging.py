@@ -1,4 +1,4 @@
-"""Packaging (issue 21): the sdist is complete and clean, the OpenMP probe falls back to a serial build,
+"""Packaging: the sdist is complete and clean, the OpenMP probe falls back to a serial build,
 the build facts and the version are reported once, and threads on a serial engine warn."""
 
 from __future__ import annotations

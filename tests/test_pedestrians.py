@@ -1,4 +1,4 @@
-"""Rule-based pedestrians (issue 16, point 2): ORCA crosswalk crossers arriving on a Poisson
+"""Rule-based pedestrians: ORCA crosswalk crossers arriving on a Poisson
 schedule, mid-block jaywalkers, and IDM vehicles yielding to them.
 
 The ORCA kernels are tested without an engine through their batch entry points (two discs swap

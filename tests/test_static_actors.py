@@ -1,4 +1,4 @@
-"""Static actors and the road-user composition (issue 16, points 1, 3 and the static parts of 5):
+"""Static actors and the road-user composition:
 nothing a generator places overlaps anything else or leaves the road at reset, over 1,000 seeds per
 generator; static actors never move; they appear among the partners with their kind's type code;
 a lane-block closure stops an IDM vehicle before it or, with lane changes on, sees it pass beside

@@ -1,4 +1,4 @@
-"""The trust boundary (issue 14, item 1): no file this package reads runs code from it unless the user
+"""The trust boundary: no file this package reads runs code from it unless the user
 opts in. For each entry point that used to unpickle (``--resume`` checkpoints, ``terrazero eval`` on
 an SB3 zip, the ScenarioNet importer), a crafted pickle whose ``__reduce__`` would create a marker
 file is refused with an error that says why, and the marker never appears; our own files still load."""

@@ -1,5 +1,5 @@
 """Two vector envs stepped as one, each also steppable on a worker thread: the double buffering of
-EnvPool (issue 17, point 3).
+EnvPool.
 
 :class:`DoubleBufferedEnv` joins two vector envs (in training, two native envs of half the worlds
 each, each under its own DPSA or SGR wrapper) into one of ``n_0 + n_1`` sub-envs. Its :meth:`step`
