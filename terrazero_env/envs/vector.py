@@ -37,6 +37,7 @@ from gymnasium.vector.utils import batch_space
 from .. import engine as core
 from ..config import AgentType, EngineConfig
 from .conventions import check_seed, closed_engine, require_open
+from .engine_api import ClosableEngine, MapAssigningEngine, ScenarioEngine, SnapshotEngine, VectorEngine
 
 __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
 
@@ -46,12 +47,12 @@ __all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_unt
 OBS_BOUND: float = core.OBS_BOUND
 
 
-def observation_space(engine: Any) -> gym.spaces.Box:
+def observation_space(engine: VectorEngine) -> gym.spaces.Box:
     dtype = engine.observations.dtype
     return gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (engine.obs_dim,), dtype)
 
 
-def action_space(engine: Any, config: EngineConfig) -> gym.spaces.Discrete:
+def action_space(engine: VectorEngine, config: EngineConfig) -> gym.spaces.Discrete:
     """One Discrete space for every slot: the controlled classes must share one grid size."""
     classes = [c for c, on in zip(AgentType, config.init.controlled)
                if on and config.init.class_weights[c] > 0] or [AgentType.CAR]
@@ -68,7 +69,7 @@ def seeds_for(seed: int, n: int) -> np.ndarray:
     return ss.generate_state(n, np.uint64)
 
 
-def world_state(engine: Any, world: int = 0) -> dict[str, Any]:
+def world_state(engine: VectorEngine, world: int = 0) -> dict[str, Any]:
     """Read-only views of one world's agents (fields documented on ``Engine.agents``), its map and
     its step count."""
     return {"agents": engine.agents[world, : int(engine.n_agents_per_world[world])],
@@ -76,7 +77,7 @@ def world_state(engine: Any, world: int = 0) -> dict[str, Any]:
             "world_step": int(engine.world_steps[world])}
 
 
-def reset_until_live(engine: Any, seed: int, tries: int) -> None:
+def reset_until_live(engine: VectorEngine, seed: int, tries: int) -> None:
     """Reset world 0 from seeds derived from ``seed`` until a controlled agent could be placed."""
     for s in seeds_for(seed, tries):
         engine.reset([0], [int(s)])
@@ -92,7 +93,7 @@ class TerraZeroVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, config: EngineConfig, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 num_threads: int = 1, render_mode: str | None = None, engine: Any = None,
+                 num_threads: int = 1, render_mode: str | None = None, engine: VectorEngine | None = None,
                  dataset: Any = None):
         mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
         if render_mode not in (None, "rgb_array"):
@@ -187,10 +188,13 @@ class TerraZeroVectorEnv(VectorEnv):
         if self.dataset is None or ids.size == 0:
             return
         picks = np.array([self.dataset.sample(np.random.default_rng(int(s) % (1 << 63))) for s in seeds], np.int64)
-        if hasattr(self.engine, "assign_scenarios"):  # worker processes build their own road maps
+        if isinstance(self.engine, ScenarioEngine):  # worker processes build their own road maps
             self.engine.assign_scenarios(ids, picks)
-        else:
+        elif isinstance(self.engine, MapAssigningEngine):
             self.engine.assign_maps(ids, [self._dataset_maps[i] for i in picks])
+        else:
+            raise TypeError(f"{type(self.engine).__name__} can put worlds neither on dataset scenarios "
+                            "(assign_scenarios) nor on road maps (assign_maps)")
         self.world_scenario[ids] = picks
 
     # --------------------------------------------------------------------------------------- step
@@ -259,7 +263,7 @@ class TerraZeroVectorEnv(VectorEnv):
     def get_state(self) -> dict[str, Any]:
         """Everything needed to continue this env exactly (the engine's worlds, the generator that
         seeds unseeded resets, pending autoresets), as NumPy arrays and plain values."""
-        if not hasattr(self.engine, "get_state"):
+        if not isinstance(self.engine, SnapshotEngine):
             raise TypeError(f"{type(self.engine).__name__} cannot snapshot its state; use the in-process Engine")
         return {"engine": self.engine.get_state(), "np_random": self.np_random.bit_generator.state,
                 "pending": self._pending.copy(), "valid": self._valid.copy()}
@@ -297,7 +301,6 @@ class TerraZeroVectorEnv(VectorEnv):
         return frame_rgb(self.engine, 0)
 
     def close_extras(self, **kwargs: Any) -> None:
-        close = getattr(self.engine, "close", None)  # an engine with worker processes stops them
-        if close is not None:
-            close()
+        if isinstance(self.engine, ClosableEngine):  # an engine with worker processes stops them
+            self.engine.close()
         self.engine = closed_engine(type(self).__name__)
