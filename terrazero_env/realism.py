@@ -107,17 +107,32 @@ def rollout_features(traj: np.ndarray, size: np.ndarray, road: Any, edges: np.nd
     f["distance_to_nearest_object"] = np.minimum(f["distance_to_nearest_object"], BINS["distance_to_nearest_object"][1])
     collided = np.zeros((R, A), bool)
     np.logical_or.at(collided, (slice(None), ii), overlap.any(axis=2))
-    # distance from the centre to the nearest road-edge segment
-    p = np.stack([px.reshape(-1), py.reshape(-1)], 1)
-    a, b = edges[:, :2], edges[:, 2:]
-    ab = b - a
-    t = np.clip(((p[:, None, :] - a[None]) * ab[None]).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12)[None], 0, 1)
-    q = a[None] + t[..., None] * ab[None]
-    f["distance_to_road_edge"] = np.sqrt(((p[:, None, :] - q) ** 2).sum(-1)).min(1).reshape(R, A, T)
+    f["distance_to_road_edge"] = _edge_distance(np.stack([px.reshape(-1), py.reshape(-1)], 1), edges).reshape(R, A, T)
     off = core.footprint_offroad(road, np.stack([px, py, ph, L, W], -1).reshape(-1, 5)).reshape(R, A, T)
     f["collision"] = collided.astype(float)
     f["offroad"] = off.any(axis=2).astype(float)
     return f
+
+
+#: Point-segment pairs per block of :func:`_edge_distance` (its temporaries stay near 100 MB however
+#: many rollout points and road-edge segments a scene has; a WOMD scene has thousands of segments).
+EDGE_BLOCK_PAIRS = 1 << 22
+
+
+def _edge_distance(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Distance from each point of ``p`` ``[N, 2]`` to the nearest segment of ``edges`` ``[E, 4]``
+    (x0, y0, x1, y1), computed in blocks of points."""
+    a, b = edges[:, :2], edges[:, 2:]
+    ab = b - a
+    ab2 = np.maximum((ab * ab).sum(-1), 1e-12)[None]
+    out = np.empty(p.shape[0])
+    step = max(1, EDGE_BLOCK_PAIRS // max(1, edges.shape[0]))
+    for s in range(0, p.shape[0], step):
+        pp = p[s:s + step]
+        t = np.clip(((pp[:, None, :] - a[None]) * ab[None]).sum(-1) / ab2, 0, 1)
+        q = a[None] + t[..., None] * ab[None]
+        out[s:s + step] = np.sqrt(((pp[:, None, :] - q) ** 2).sum(-1)).min(1)
+    return out
 
 
 def _likelihood(sim: np.ndarray, logged: np.ndarray, valid: np.ndarray, bins: tuple[float, float, int] | None) -> float:

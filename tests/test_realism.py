@@ -4,6 +4,7 @@ largest likelihood the smoothed histograms allow, and the baselines score below 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from terrazero_env.realism import ALPHA, BINS, WEIGHTS, format_realism, realism_table
@@ -45,3 +46,25 @@ def test_unknown_policy_and_short_log_are_refused() -> None:
         realism_table("usa_lanker", rollouts=2, history_steps=40)   # its log holds 1.6 s
     with pytest.raises(ValueError, match="no logged tracks"):
         realism_table("grid_town", rollouts=2)
+
+
+def test_edge_distance_in_blocks_matches_shapely_and_one_block():
+    """The blocked road-edge distance gives shapely's point-to-segment distance, whatever the block size
+    (the blocks bound its memory on scenes with thousands of edge segments)."""
+    import shapely
+
+    from terrazero_env import realism as rz
+
+    rng = np.random.default_rng(5)
+    pts = rng.normal(size=(300, 2)) * 40
+    edges = rng.normal(size=(70, 4)) * 40
+    lines = shapely.linestrings(edges.reshape(-1, 2, 2))
+    want = shapely.distance(shapely.points(pts)[:, None], lines[None]).min(1)
+    whole = rz._edge_distance(pts, edges)
+    np.testing.assert_allclose(whole, want, rtol=0, atol=1e-9)
+    old = rz.EDGE_BLOCK_PAIRS
+    try:
+        rz.EDGE_BLOCK_PAIRS = 7 * 70  # seven points a block, the last block short
+        assert np.array_equal(rz._edge_distance(pts, edges), whole)
+    finally:
+        rz.EDGE_BLOCK_PAIRS = old
