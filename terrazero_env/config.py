@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
@@ -593,25 +593,12 @@ class EngineConfig:
                     check_pair(f"{where} {col}", c, None)
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
-        """A copy with top-level fields replaced; ``obs`` and ``init`` accept dicts of their fields."""
-        if isinstance(kw.get("init"), dict) and "idm_fraction" in kw["init"]:
-            # Earlier configs held the IDM share under init.
-            kw["init"] = dict(kw["init"])
-            ru = kw.get("road_users", {}) if isinstance(kw.get("road_users", {}), dict) else kw["road_users"]
-            if isinstance(ru, dict):
-                kw["road_users"] = {"idm_fraction": kw["init"].pop("idm_fraction"), **ru}
-        if isinstance(kw.get("road_users"), dict):  # its pedestrians section may come as a dict too
-            ru = {k: replace(getattr(self.road_users, k), **v) if k == "pedestrians" and isinstance(v, dict) else v
-                  for k, v in kw["road_users"].items()}
-            kw["road_users"] = replace(self.road_users, **ru)
-        for sub in ("obs", "init", "signals", "idm", "reward_forms"):
-            if isinstance(kw.get(sub), dict):
-                kw[sub] = replace(getattr(self, sub), **kw[sub])
-        known = {f.name for f in fields(self)}
-        bad = set(kw) - known
-        if bad:
-            raise ValueError(f"unknown EngineConfig fields {sorted(bad)}")
-        return replace(self, **kw)
+        """A copy with top-level fields replaced, merged by ``config_io.config_from_dict`` (the one
+        merge of settings into a config): sub-configs (``obs``, ``init``, ...) accept dicts of their
+        fields or whole dataclasses; an unknown field raises ``ValueError`` naming it."""
+        from .config_io import config_from_dict  # config_io builds on this module
+
+        return config_from_dict(kw, self)
 
     # -- dense tables for the engine -------------------------------------------------------------
 

@@ -130,7 +130,13 @@ def _per_class(v: Any, default: tuple, where: str) -> tuple:
 
 def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> EngineConfig:
     """Build a config from (possibly partial) data on top of ``base`` (default: the paper's
-    defaults). Unknown keys and bad values raise ``ValueError`` naming them."""
+    defaults). Unknown keys and bad values raise ``ValueError`` naming them.
+
+    The one merge of settings into a config: YAML presets, ``--set`` overrides (through
+    :func:`apply_overrides`) and :meth:`EngineConfig.with_overrides` all come here. Besides the YAML
+    form (class and column names, enum names, lists), each value may come in the config's own form: a
+    sub-config dataclass (``init=InitConfig(...)``), ``classes`` keyed by ``AgentType`` with
+    ``ClassSpec`` values, a reward parameter as its full per-column tuple, enum members, tuples."""
     base = base or EngineConfig()
     if not isinstance(d, Mapping):
         raise ValueError(f"config: expected a mapping, got {type(d).__name__}")
@@ -144,7 +150,9 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
              "road_users": {"idm_fraction": d["init"]["idm_fraction"], **ru}}
     kw: dict[str, Any] = {}
     for key, v in d.items():
-        if key == "classes":
+        if key == "classes" and isinstance(v, Mapping) and all(isinstance(c, AgentType) for c in v):
+            kw["classes"] = {**base.classes, **v}  # the config's own form: AgentType -> ClassSpec
+        elif key == "classes":
             _check_keys(v, set(_CLASS_NAMES), "classes")
             classes = dict(base.classes)
             for name, spec in v.items():
@@ -167,6 +175,9 @@ def config_from_dict(d: Mapping[str, Any], base: EngineConfig | None = None) -> 
             _check_keys(v, set(VIOLATIONS), "consequences")
             kw["consequences"] = {**base.consequences,
                                   **{k: _enum(Consequence, x, f"consequences.{k}") for k, x in v.items()}}
+        elif key in ("obs", "init", "signals", "idm", "road_users", "reward_forms") and isinstance(
+                v, type(getattr(base, key))):
+            kw[key] = v  # a whole sub-config, already checked by its own constructor
         elif key in ("obs", "init", "signals", "idm", "road_users", "reward_forms"):
             sub_base = getattr(base, key)
             _check_keys(v, {g.name for g in dataclasses.fields(sub_base)}, key)
@@ -208,6 +219,8 @@ def _reward_columns(v: Any, current: tuple, where: str) -> tuple:
     if isinstance(v, Mapping):
         _check_keys(v, set(_COLUMNS), where)
         return tuple(_setting(v[c], f"{where}.{c}") if c in v else cur for c, cur in zip(_COLUMNS, current))
+    if isinstance(v, (list, tuple)) and len(v) == len(_COLUMNS):
+        return _tuple(v)  # the config's own form, one entry per column (checked by EngineConfig)
     # One setting for every column that is on (null turns every column off).
     s = _setting(v, where)
     return tuple(s if (cur is not None or s is None) else None for cur in current)

@@ -554,7 +554,7 @@ def test_bad_reset_arguments_and_unknown_agent_types(town):
     (lambda: EngineConfig(consequences={"speeding": Consequence.STOP}), "unknown violations"),
     (lambda: EngineConfig().with_overrides(rewards={**EngineConfig().rewards, "collision": ((3.0, 1.0), None, None)}),
      r"rewards\['collision'\]"),
-    (lambda: EngineConfig().with_overrides(horizon=3), "unknown EngineConfig fields"),
+    (lambda: EngineConfig().with_overrides(horizon=3), r"config: unknown keys \[.horizon.\]"),
 ])
 def test_invalid_config_values_are_named(make, message):
     with pytest.raises(ValueError, match=message):
