@@ -24,10 +24,10 @@ import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from terrazero_env._packing import pack_present, segment_max
 from torch import nn
 
 from terrazero_env import engine as core
-from terrazero_env._packing import pack_present, segment_max
 
 __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "TypedActionHeads", "count_parameters", "layout_from_env",
            "max_pool_rows", "pack_entities"]

@@ -43,8 +43,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
-from . import losses, targets
 from ..wrappers.double_buffer import DoubleBufferedEnv
+from . import losses, targets
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DEFAULT_OPTIMIZER_KWARGS, DeepSetsPolicy, layout_from_env

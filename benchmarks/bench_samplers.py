@@ -238,7 +238,7 @@ def plot(curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], target: f
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     seen = set()
-    for (sampler, seed), (t, g) in curves.items():
+    for (sampler, _seed), (t, g) in curves.items():
         ax.plot(t, g, color=COLOURS.get(sampler, "k"), lw=1.3, alpha=0.85,
                 label=None if sampler in seen else sampler)
         seen.add(sampler)

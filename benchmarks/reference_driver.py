@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from terrazero_env import load_config
 from terrazero_env.agents.evaluate import evaluate
+
+from terrazero_env import load_config
 from terrazero_env.drivers import DRIVERS, make_driver
 
 COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_way_rate", "wrong-way"),

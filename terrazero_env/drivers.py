@@ -44,7 +44,7 @@ class Driver(ABC):
     name = "driver"
 
     def begin(self, engine: Any, worlds: np.ndarray, slots: np.ndarray) -> None:
-        """Called after each reset with the (world, slot) pairs to drive; nothing by default."""
+        """Called after each reset with the (world, slot) pairs to drive; nothing by default."""  # noqa: B027
 
     @abstractmethod
     def act(self, engine: Any) -> np.ndarray:

@@ -6,11 +6,11 @@ import pickle
 
 import numpy as np
 import pytest
+from terrazero_env.wrappers import DPSA, DoubleBufferedEnv
+from terrazero_env.wrappers.double_buffer import join_infos
 
 import terrazero_env
 from terrazero_env.config_io import load_config
-from terrazero_env.wrappers import DPSA, DoubleBufferedEnv
-from terrazero_env.wrappers.double_buffer import join_infos
 
 
 def _half(num_worlds=2):

@@ -16,9 +16,9 @@ import sys
 
 import numpy as np
 import pytest
+from terrazero_env.agents.evaluate import evaluate
 
 from terrazero_env import load_config
-from terrazero_env.agents.evaluate import evaluate
 from terrazero_env.drivers import DRIVERS, Driver, IdmDriver, PlannerDriver, ReferenceDriver, make_driver
 
 

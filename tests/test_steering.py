@@ -11,9 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from terrazero_env import _engine
+from terrazero_env import _engine, load_config
 from terrazero_env import engine as core
-from terrazero_env import load_config
 from terrazero_env.config import AgentType, DynamicsModel, EngineConfig
 
 COLS = {name: i for i, name in enumerate(_engine.DYNAMICS_STATE)}

@@ -24,7 +24,16 @@ import numpy as np
 
 from ..schema import Movement, RoadLineType
 from .assembly import MapAssembler
-from .geometry import BALLOON_FLARE_MARGIN, balloon, curve, direction, left_normal, resample, tight_turn, wrap_angle
+from .geometry import (
+    BALLOON_FLARE_MARGIN,
+    balloon,
+    curve,
+    direction,
+    left_normal,
+    resample,
+    tight_turn,
+    wrap_angle,
+)
 
 __all__ = ["CROSSWALK_WIDTH", "FILLET", "RoadNetwork", "add_dead_end", "add_road", "build_network"]
 
