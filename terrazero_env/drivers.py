@@ -43,8 +43,8 @@ class Driver(ABC):
 
     name = "driver"
 
-    def begin(self, engine: Any, worlds: np.ndarray, slots: np.ndarray) -> None:
-        """Called after each reset with the (world, slot) pairs to drive; nothing by default."""  # noqa: B027
+    def begin(self, engine: Any, worlds: np.ndarray, slots: np.ndarray) -> None:  # noqa: B027 (an optional hook)
+        """Called after each reset with the (world, slot) pairs to drive; nothing by default."""
 
     @abstractmethod
     def act(self, engine: Any) -> np.ndarray:
