@@ -54,7 +54,7 @@ __all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
 #: Table 14's learning rate: 5e-4, linearly annealed to 0 over training.
 LINEAR_5E4 = LinearSchedule(5e-4, 0.0, 1.0)
 #: Rollout length per update, steps per env (table 14 gives none; ours: half of table 7's 256-step
-#: episode). ``TrainSettings`` (``agents/train.py``) reads its default from here.
+#: episode). ``TrainSettings`` (``agents/settings.py``) reads its default from here.
 N_STEPS = 128
 #: When PopArt updates its statistics (see :class:`PPO`).
 POPART_SCHEDULES = ("sample", "epoch")

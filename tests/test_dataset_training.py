@@ -153,13 +153,13 @@ def test_train_dataset_naming_a_corrupt_file_stops_before_any_work(tmp_path, cap
 
 def test_a_config_train_section_names_the_dataset(tmp_path):
     pytest.importorskip("torch")
-    from terrazero_env.agents.train import _resolve
+    from terrazero_env.agents.settings import resolve_run
 
     cfg_path = tmp_path / "run.yaml"
     cfg_path.write_text("maps: [grid_town]\ntrain:\n  dataset: bundled\n  total_steps: 64\n")
-    _, settings = _resolve(str(cfg_path), tmp_path / "out", False, None, {})
+    _, settings = resolve_run(str(cfg_path), tmp_path / "out", False, None, {})
     assert settings.dataset == "bundled" and settings.total_steps == 64
-    _, settings = _resolve("quick", tmp_path / "out", False, {"train.dataset": str(Dataset("bundled").manifest_path)},
+    _, settings = resolve_run("quick", tmp_path / "out", False, {"train.dataset": str(Dataset("bundled").manifest_path)},
                            {})
     assert Path(settings.dataset).is_absolute()  # recorded so a resume finds it from anywhere
 

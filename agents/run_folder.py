@@ -1,0 +1,55 @@
+"""A training run's folder: its checkpoints, written by every rank with ``latest`` moved once all are
+done (:mod:`terrazero_env.agents.checkpoint` holds the file formats), and safe copies of its files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from terrazero_env.safe_files import atomic_write, read_bytes, refuse_link
+
+from . import checkpoint as ckpt
+from .distributed import Sync
+from .ppo import PPO
+from .settings import TrainSettings
+
+if TYPE_CHECKING:
+    from .progress import Loop
+
+__all__ = ["Run", "copy_file"]
+
+
+@dataclass
+class Run:
+    out: Path
+    settings: TrainSettings
+    sync: Sync
+    model: PPO
+    display: Any
+
+    def save(self, loop: Loop) -> Path:
+        """A checkpoint of this iteration, written by every rank; ``latest`` moves when all are done."""
+        folder = self.out / "checkpoints" / f"iter_{loop.iteration:06d}"
+        if self.sync.is_main:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.sync.barrier()
+        folder.mkdir(parents=True, exist_ok=True)
+        ckpt._run_path(self.out, self.out / "checkpoints", "checkpoint folder")
+        ckpt._run_path(self.out, folder, "checkpoint folder")
+        extra = {"iteration": loop.iteration, "seconds": loop.elapsed()}
+        ckpt.save_rank_state(self.model, folder / f"rank{self.sync.rank}.pt", self.sync.rank, self.sync.world_size,
+                             extra)
+        if self.sync.is_main:
+            refuse_link(folder / "model.zip", "checkpoint file")
+            self.model.save(folder / "model.zip")
+            copy_file(self.out / "config.yaml", folder / "config.yaml")
+        self.sync.barrier()
+        if self.sync.is_main:
+            ckpt.mark_latest(folder)
+        return folder
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """Copy ``src`` over ``dst`` atomically (never writing through a link planted at ``dst``)."""
+    atomic_write(dst, read_bytes(src, 1 << 34, "run file"), "run file")
