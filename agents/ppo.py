@@ -116,9 +116,12 @@ class MaskedRolloutBuffer(RolloutBuffer):
             self.observations = torch.zeros((self.buffer_size, self.n_envs, *self.obs_shape), dtype=dtype,
                                             device=self.device)
             self.actions = torch.zeros((*shape, self.action_dim), dtype=torch.float32, device=self.device)
-        self.actions.zero_()
-        for name, dtype in _STEP_FIELDS.items():
-            setattr(self, name, torch.zeros(shape, dtype=dtype, device=self.device))
+            for name, field_dtype in _STEP_FIELDS.items():
+                setattr(self, name, torch.zeros(shape, dtype=field_dtype, device=self.device))
+        else:
+            self.actions.zero_()
+            for name in _STEP_FIELDS:  # advantages, returns, next_values: the last rollout's results, reused
+                getattr(self, name).zero_()
         self.valid.fill_(True)
         self.generator_ready = False
         self.pos, self.full = 0, False
@@ -128,24 +131,41 @@ class MaskedRolloutBuffer(RolloutBuffer):
         row = getattr(self, name)[self.pos]
         row.copy_(torch.as_tensor(value).reshape(row.shape))
 
+    def _put_host_rows(self, fields: list[tuple[str, Any]]) -> None:
+        """``_put`` of several host arrays of ``n_envs`` flags or float32 scalars in one transfer: they are
+        stacked into one float32 row block (0/1 and float32 values exactly), copied to the device once,
+        and split into their fields there."""
+        staged = np.empty((len(fields), self.n_envs), np.float32)
+        for k, (_, value) in enumerate(fields):
+            staged[k] = np.asarray(value).reshape(self.n_envs)
+        block = torch.from_numpy(staged).to(self.device)
+        for k, (name, _) in enumerate(fields):
+            getattr(self, name)[self.pos].copy_(block[k])
+
     def add(self, obs: np.ndarray | None, action: np.ndarray | torch.Tensor, reward: np.ndarray,
             episode_start: np.ndarray, value: torch.Tensor, log_prob: torch.Tensor, valid: np.ndarray | None = None,
             terminated: np.ndarray | None = None, dones: np.ndarray | None = None,
             final_values: np.ndarray | torch.Tensor | None = None) -> None:
         """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final).
-        ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there)."""
-        if valid is not None:
-            self._put("valid", valid)
-        if dones is not None:
-            self._put("dones", dones)
-            self._put("terminated", dones if terminated is None else terminated)
+        ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there).
+        The host-side per-step arrays (flags, rewards, episode starts) cross to the device in one copy."""
+        host: list[tuple[str, Any]] = []
+        for name, arr in (("valid", valid), ("dones", dones),
+                            ("terminated", dones if terminated is None else terminated),
+                            ("rewards", reward), ("episode_starts", episode_start)):
+            if arr is None or (name == "terminated" and dones is None):
+                continue
+            if isinstance(arr, torch.Tensor):
+                self._put(name, arr)
+            else:
+                host.append((name, arr))
+        if host:
+            self._put_host_rows(host)
         if final_values is not None:
             self._put("final_values", final_values)
         if obs is not None:
             self._put("observations", np.asarray(obs))
         self._put("actions", action)
-        self._put("rewards", reward)
-        self._put("episode_starts", episode_start)
         self._put("values", value.detach())
         self._put("log_probs", log_prob.detach())
         self.pos += 1
@@ -318,7 +338,7 @@ class PPO(SB3PPO):
         # The rollout's runtime state (last observations, episode-start flags, episode-info buffers)
         # is not part of a model: a saved zip holds the policy and its settings, which load without
         # unpickling (modelzip); exact resumes use the training checkpoints (checkpoint.py).
-        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage", "_last_obs",
+        return [*super()._excluded_save_params(), "sync", "episode_tally", "_obs_stage", "_next_obs", "_next_obs_host", "_last_obs",
                 "_last_episode_starts", "_last_original_obs", "ep_info_buffer", "ep_success_buffer"]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
@@ -423,8 +443,15 @@ class PPO(SB3PPO):
             stage = self._obs_stage = ObservationStage(tuple(buf.observations.shape[1:]), buf.observations.device,
                                                        buf.observations.dtype)
         tally = self.episode_tally
-        stage.copy_into(buf.observations[0], self._last_obs)
-        next_obs = torch.empty_like(buf.observations[0])
+        # The last rollout's final observations are still on the device (``_next_obs``): copied there
+        # unless ``_last_obs`` was replaced since (a reset, a restored checkpoint, another env).
+        next_obs = getattr(self, "_next_obs", None)
+        if (next_obs is not None and self._last_obs is getattr(self, "_next_obs_host", None)
+                and next_obs.shape == buf.observations[0].shape and next_obs.device == buf.observations.device):
+            buf.observations[0].copy_(next_obs)
+        else:
+            stage.copy_into(buf.observations[0], self._last_obs)
+            next_obs = self._next_obs = torch.empty_like(buf.observations[0])
         overlapped = isinstance(venv, DoubleBufferedEnv)
         steps = (self._overlapped_steps(venv, buf, stage, next_obs, n_rollout_steps) if overlapped
                  else self._plain_steps(venv, buf, n_rollout_steps))
@@ -459,7 +486,9 @@ class PPO(SB3PPO):
             if not overlapped:  # the overlapped steps wrote each half's observations already
                 stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
             self._last_episode_starts = dones
-        self._last_obs = next_obs.cpu().numpy().copy()
+        # SB3's ``_last_obs`` is a host array: on the CPU a view of ``_next_obs`` (overwritten only at
+        # the end of the next rollout, by which time it was read), on a GPU one copy to the host.
+        self._last_obs = self._next_obs_host = next_obs.numpy() if next_obs.device.type == "cpu" else next_obs.cpu().numpy()
         with torch.no_grad():
             values = self.denormalize_values(self.policy.predict_values(next_obs))
         buf.compute_returns_and_advantage(last_values=values, dones=dones)

@@ -34,8 +34,8 @@ def _sampled_env(cfg: Any, settings: TrainSettings) -> Any:
         return SamplingStats(terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="NextStep", dataset=ds))
     base = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled", dataset=ds)
     if settings.sampler == "sgr":
-        return SGR(base, horizon=cfg.episode_length)
-    return DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length)
+        return SGR(base, horizon=cfg.episode_length, copy=False)  # the rollout copies each step into storage
+    return DPSA(base, threshold=settings.threshold, horizon=cfg.episode_length, copy=False)
 
 
 def build_model(cfg: Any, settings: TrainSettings, seed: int, device: torch.device | str = "cpu",

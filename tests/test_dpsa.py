@@ -85,6 +85,37 @@ def test_dummy_observation_is_the_last_one_or_zeros():
         np.testing.assert_array_equal(steps[3][0][0], want)  # env 0 finished at step 3
 
 
+@pytest.mark.parametrize("dummy", ["last", "zeros"])
+@pytest.mark.parametrize("wrapper", ["dpsa", "sgr"])
+def test_copy_false_returns_its_own_buffer_with_the_same_observations(dummy, wrapper):
+    def make(copy):
+        if wrapper == "sgr":
+            return SGR(live_vec(), horizon=7, dummy=dummy, copy=copy)
+        return DPSA(live_vec(), threshold=0.5, horizon=7, dummy=dummy, copy=copy)
+
+    fresh, owned = make(True), make(False)
+    fresh.reset(seed=0)
+    owned.reset(seed=0)
+    buffers = set()
+    for _ in range(40):  # several global resets, by rate and by the horizon
+        a = fresh.step(np.zeros(4, np.int64))
+        b = owned.step(np.zeros(4, np.int64))
+        np.testing.assert_array_equal(a[0], b[0])
+        for x, y in zip(a[1:4], b[1:4]):
+            np.testing.assert_array_equal(x, y)
+        if "final_obs" in a[4]:
+            for i in np.flatnonzero(a[4]["_final_obs"]):
+                np.testing.assert_array_equal(a[4]["final_obs"][i], b[4]["final_obs"][i])
+        buffers.add(id(b[0]))
+    assert len(buffers) == 1  # copy=False: one array, filled in place
+    assert a[0] is not fresh.step(np.zeros(4, np.int64))[0]
+
+
+def test_copy_must_be_a_bool():
+    with pytest.raises(TypeError, match="copy must be a bool"):
+        DPSA(live_vec(), copy="no")
+
+
 def test_statistics_equal_hand_counted_values():
     venv = DPSA(live_vec(), threshold=0.5, horizon=100)
     info = run(venv, 5)[-1][4]

@@ -70,12 +70,16 @@ class DPSA(VectorWrapper):
     """Virtual continuation with a termination-rate-triggered global reset (module docstring).
 
     ``threshold``: rho in (0, 1]; ``horizon``: the rollout clock limit T_max (steps since the last
-    global reset); ``dummy``: what a finished sub-env returns, its ``"last"`` observation or ``"zeros"``.
+    global reset); ``dummy``: what a finished sub-env returns, its ``"last"`` observation or ``"zeros"``;
+    ``copy``: as Gymnasium's ``SyncVectorEnv(copy=...)``, True returns a fresh observation array per
+    step, False the wrapper's own buffer, filled in place (finished rows included) and valid until the
+    next ``step`` or ``reset`` (one pass over the observations instead of two; the trainer uses it).
     ``info`` carries ``valid``, ``rho`` and ``stats`` (``total`` and ``rollout``: since the last
     global reset), plus ``final_obs``/``final_info``/``_final_obs`` on a global reset.
     """
 
-    def __init__(self, env: VectorEnv, threshold: float = 0.5, horizon: int = 256, dummy: str = "last"):
+    def __init__(self, env: VectorEnv, threshold: float = 0.5, horizon: int = 256, dummy: str = "last",
+                 copy: bool = True):
         super().__init__(env)
         _require_disabled(env, type(self).__name__)
         if not 0.0 < float(threshold) <= 1.0:
@@ -87,6 +91,10 @@ class DPSA(VectorWrapper):
         self.threshold = float(threshold)
         self.horizon = int(horizon)
         self.dummy = dummy
+        if not isinstance(copy, (bool, np.bool_)):
+            raise TypeError(f"copy must be a bool, got {copy!r}")
+        self.copy = bool(copy)
+        self._out: np.ndarray | None = None  # the returned buffer of copy=False, dummy="zeros"
         self.metadata = {**env.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
         n = env.num_envs
         self._finished = np.zeros(n, bool)  # in virtual continuation (or holds no agent)
@@ -105,7 +113,10 @@ class DPSA(VectorWrapper):
         self._real = np.asarray(info.get("valid", np.ones(self.num_envs, bool)), bool).copy()
         self._finished = ~self._real
         self._episode_len[:] = 0
-        self._last_obs = np.array(obs, copy=True)
+        if self._last_obs is not None and self._last_obs.shape == np.shape(obs) and self._last_obs.dtype == obs.dtype:
+            np.copyto(self._last_obs, obs)  # the buffer copy=False returns stays the same array
+        else:
+            self._last_obs = np.array(obs, copy=True)
         self.clock = 0
         return obs, info, dt
 
@@ -124,11 +135,29 @@ class DPSA(VectorWrapper):
         if rows.any():
             obs[rows] = self._last_obs[rows] if self.dummy == "last" else 0
 
+    def _observations(self, obs: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """This step's observations with the finished rows' dummies; updates the last observations."""
+        if not self.copy and self.dummy == "last":  # one masked pass into the buffer this wrapper owns
+            np.copyto(self._last_obs, obs, where=valid.reshape(-1, *([1] * (np.ndim(obs) - 1))))
+            return self._last_obs
+        if self.copy:
+            out = np.array(obs, copy=True)
+        else:
+            if self._out is None or self._out.shape != np.shape(obs):
+                self._out = np.empty_like(obs)
+            out = self._out
+            np.copyto(out, obs)
+        self._dummy_rows(out, ~valid)
+        if self.dummy == "last":  # invalid rows now hold their last observation: out is the new last
+            np.copyto(self._last_obs, out)  # one contiguous copy instead of a masked gather and scatter
+        else:
+            self._last_obs[valid] = out[valid]
+        return out
+
     def step(self, actions: np.ndarray):
         t0 = time.perf_counter()
         obs, rew, term, trunc, info = self.env.step(actions)
         dt = time.perf_counter() - t0
-        obs = np.array(obs, copy=True)
         rew = np.array(rew, dtype=np.float32, copy=True)
         term = np.array(term, dtype=bool, copy=True)
         trunc = np.array(trunc, dtype=bool, copy=True)
@@ -138,11 +167,7 @@ class DPSA(VectorWrapper):
         rew[~valid] = 0.0
         term &= valid
         trunc &= valid
-        self._dummy_rows(obs, ~valid)
-        if self.dummy == "last":  # invalid rows now hold their last observation: obs is the new last
-            np.copyto(self._last_obs, obs)  # one contiguous copy instead of a masked gather and scatter
-        else:
-            self._last_obs[valid] = obs[valid]
+        obs = self._observations(obs, valid)
         self._episode_len[valid] += 1
         ended = term | trunc
         for c in (self.total, self.rollout):
@@ -175,7 +200,7 @@ class DPSA(VectorWrapper):
             out_info.update(final_obs=final_obs, _final_obs=live, final_info=final_info, _final_info=live)
             out_info["stats"] = {"total": self.total.as_dict(), "rollout": self.rollout.as_dict()}
             obs, _, dt_reset = self._global_reset()
-            obs = np.array(obs, copy=True)
+            obs = self._observations(obs, np.ones(self.num_envs, bool))
             self.total.t_reset += dt_reset
             self.total.resets += 1
             self.rollout = SamplingCounter()
@@ -215,8 +240,27 @@ class DPSA(VectorWrapper):
 class SGR(DPSA):
     """Synchronous Global Reset: every sub-env restarts as soon as any one finishes (FAST's baseline)."""
 
-    def __init__(self, env: VectorEnv, horizon: int = 256, dummy: str = "last"):
-        super().__init__(env, threshold=1.0, horizon=horizon, dummy=dummy)
+    def __init__(self, env: VectorEnv, horizon: int = 256, dummy: str = "last", copy: bool = True):
+        super().__init__(env, threshold=1.0, horizon=horizon, dummy=dummy, copy=copy)
+
+    def _observations(self, obs: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """This step's observations with the finished rows' dummies; updates the last observations."""
+        if not self.copy and self.dummy == "last":  # one masked pass into the buffer this wrapper owns
+            np.copyto(self._last_obs, obs, where=valid.reshape(-1, *([1] * (np.ndim(obs) - 1))))
+            return self._last_obs
+        if self.copy:
+            out = np.array(obs, copy=True)
+        else:
+            if self._out is None or self._out.shape != np.shape(obs):
+                self._out = np.empty_like(obs)
+            out = self._out
+            np.copyto(out, obs)
+        self._dummy_rows(out, ~valid)
+        if self.dummy == "last":  # invalid rows now hold their last observation: out is the new last
+            np.copyto(self._last_obs, out)  # one contiguous copy instead of a masked gather and scatter
+        else:
+            self._last_obs[valid] = out[valid]
+        return out
 
     def step(self, actions: np.ndarray):
         # Any finished real sub-env triggers the reset: the threshold is one real sub-env's share.
@@ -266,6 +310,25 @@ class SamplingStats(VectorWrapper):
         self._episode_len = np.array(state["episode_len"], np.int64)
         self.total = SamplingCounter()
         vars(self.total).update(state["total"])
+
+    def _observations(self, obs: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """This step's observations with the finished rows' dummies; updates the last observations."""
+        if not self.copy and self.dummy == "last":  # one masked pass into the buffer this wrapper owns
+            np.copyto(self._last_obs, obs, where=valid.reshape(-1, *([1] * (np.ndim(obs) - 1))))
+            return self._last_obs
+        if self.copy:
+            out = np.array(obs, copy=True)
+        else:
+            if self._out is None or self._out.shape != np.shape(obs):
+                self._out = np.empty_like(obs)
+            out = self._out
+            np.copyto(out, obs)
+        self._dummy_rows(out, ~valid)
+        if self.dummy == "last":  # invalid rows now hold their last observation: out is the new last
+            np.copyto(self._last_obs, out)  # one contiguous copy instead of a masked gather and scatter
+        else:
+            self._last_obs[valid] = out[valid]
+        return out
 
     def step(self, actions: np.ndarray):
         t0 = time.perf_counter()
