@@ -243,25 +243,6 @@ class SGR(DPSA):
     def __init__(self, env: VectorEnv, horizon: int = 256, dummy: str = "last", copy: bool = True):
         super().__init__(env, threshold=1.0, horizon=horizon, dummy=dummy, copy=copy)
 
-    def _observations(self, obs: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """This step's observations with the finished rows' dummies; updates the last observations."""
-        if not self.copy and self.dummy == "last":  # one masked pass into the buffer this wrapper owns
-            np.copyto(self._last_obs, obs, where=valid.reshape(-1, *([1] * (np.ndim(obs) - 1))))
-            return self._last_obs
-        if self.copy:
-            out = np.array(obs, copy=True)
-        else:
-            if self._out is None or self._out.shape != np.shape(obs):
-                self._out = np.empty_like(obs)
-            out = self._out
-            np.copyto(out, obs)
-        self._dummy_rows(out, ~valid)
-        if self.dummy == "last":  # invalid rows now hold their last observation: out is the new last
-            np.copyto(self._last_obs, out)  # one contiguous copy instead of a masked gather and scatter
-        else:
-            self._last_obs[valid] = out[valid]
-        return out
-
     def step(self, actions: np.ndarray):
         # Any finished real sub-env triggers the reset: the threshold is one real sub-env's share.
         n_real = max(int(self._real.sum()), 1)
