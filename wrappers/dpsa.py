@@ -292,25 +292,6 @@ class SamplingStats(VectorWrapper):
         self.total = SamplingCounter()
         vars(self.total).update(state["total"])
 
-    def _observations(self, obs: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """This step's observations with the finished rows' dummies; updates the last observations."""
-        if not self.copy and self.dummy == "last":  # one masked pass into the buffer this wrapper owns
-            np.copyto(self._last_obs, obs, where=valid.reshape(-1, *([1] * (np.ndim(obs) - 1))))
-            return self._last_obs
-        if self.copy:
-            out = np.array(obs, copy=True)
-        else:
-            if self._out is None or self._out.shape != np.shape(obs):
-                self._out = np.empty_like(obs)
-            out = self._out
-            np.copyto(out, obs)
-        self._dummy_rows(out, ~valid)
-        if self.dummy == "last":  # invalid rows now hold their last observation: out is the new last
-            np.copyto(self._last_obs, out)  # one contiguous copy instead of a masked gather and scatter
-        else:
-            self._last_obs[valid] = out[valid]
-        return out
-
     def step(self, actions: np.ndarray):
         t0 = time.perf_counter()
         obs, rew, term, trunc, info = self.env.step(actions)
