@@ -149,11 +149,12 @@ class MaskedRolloutBuffer(RolloutBuffer):
         """SB3's ``add`` plus this step's validity, terminal and episode-end flags and V(s_final).
         ``obs`` None: the observation is already in ``observations[pos]`` (the array path writes it there).
         The host-side per-step arrays (flags, rewards, episode starts) cross to the device in one copy."""
+        fields = [("valid", valid), ("rewards", reward), ("episode_starts", episode_start)]
+        if dones is not None:
+            fields += [("dones", dones), ("terminated", dones if terminated is None else terminated)]
         host: list[tuple[str, Any]] = []
-        for name, arr in (("valid", valid), ("dones", dones),
-                            ("terminated", dones if terminated is None else terminated),
-                            ("rewards", reward), ("episode_starts", episode_start)):
-            if arr is None or (name == "terminated" and dones is None):
+        for name, arr in fields:
+            if arr is None:
                 continue
             if isinstance(arr, torch.Tensor):
                 self._put(name, arr)
