@@ -15,6 +15,7 @@ on the step path.
 """
 
 import numpy as np
+from collections.abc import Mapping
 cimport numpy as cnp
 from libc.math cimport atan2, atan, tan, sqrt, floor, fabs, cos, sin, INFINITY
 from libc.stdlib cimport calloc, free

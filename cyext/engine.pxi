@@ -28,7 +28,9 @@ cdef class Engine:
     Built by the env layer (``terrazero_env.engine.Engine``), which resolves the configuration and
     the maps; the engine imports neither ``terrazero_env.config`` nor ``terrazero_env.maps``:
 
-    * ``config``: an ``EngineConfig`` (read for its scalar settings);
+    * ``settings``: the configuration's scalar settings as a flat dict keyed by dotted names
+      (``terrazero_env.engine.engine_settings``), holding exactly the keys of ``ENGINE_SETTINGS``
+      (a missing or extra key raises ``ValueError`` naming it);
     * ``road_maps``: a list of :class:`RoadMap`; worlds on one map share it;
     * ``tables``: the config flattened in the engine's column order (``EngineConfig.tables`` called
       with ``REWARD_PARAMS`` and ``CLASS_PARAMS``) plus ``alpha``, the indices into
@@ -43,7 +45,7 @@ cdef class Engine:
     instead of racing it (the step releases the GIL). Give each thread its own engine.
     """
 
-    cdef readonly object config, obs_layout, road_maps, world_map
+    cdef readonly object settings, obs_layout, road_maps, world_map
     cdef readonly object observations, actions, rewards, terminated, truncated, valid, agent_type, counters
     cdef readonly object episode_metrics
     cdef readonly object slot_agent
@@ -147,12 +149,14 @@ cdef class Engine:
         self._buffers = None
         self._busy = False
 
-    def __init__(self, config, road_maps, tables, world_map=None, num_threads=1):
+    def __init__(self, settings, road_maps, tables, world_map=None, num_threads=1):
         self.num_threads = check_num_threads(num_threads)
-        self.config = config
-        W, K, A = config.num_worlds, config.slots_per_world, config.max_agents_per_world
+        _check_settings(settings)
+        self.settings = dict(settings)
+        s = self.settings
+        W, K, A = s["num_worlds"], s["slots_per_world"], s["max_agents_per_world"]
         self.num_worlds, self.slots_per_world, self.max_agents = W, K, A
-        o = config.obs
+        o = {k[4:]: v for k, v in s.items() if k.startswith("obs.")}
         self.road_maps = list(road_maps)
         if not self.road_maps or not all(isinstance(r, RoadMap) for r in self.road_maps):
             raise TypeError("road_maps must be a non-empty list of RoadMap objects")
@@ -162,7 +166,7 @@ cdef class Engine:
         if world_map.shape != (W,) or world_map.min() < 0 or world_map.max() >= len(self.road_maps):
             raise ValueError(f"world_map must be {W} map indices in [0, {len(self.road_maps)})")
         self.world_map = world_map
-        _load_tables(self, config, tables)
+        _load_tables(self, s, tables)
         alpha = [int(i) for i in tables["alpha"]]
         self.obs_layout = ObsLayout(o, [REWARD_PARAMS[i] for i in alpha])
         self._set_obs_layout(o, alpha)
@@ -179,7 +183,7 @@ cdef class Engine:
         cdef Py_ssize_t w
         for w in range(W):
             _bind_map(self, w, self.road_maps[world_map[w]])
-        dtype = np.float16 if o.dtype == "float16" else np.float32
+        dtype = np.float16 if o["dtype"] == "float16" else np.float32
         b = {
             "observations": np.zeros((W * K, self.obs_dim), dtype),
             "actions": np.zeros(W * K, np.int32),
@@ -348,18 +352,18 @@ cdef class Engine:
         e.lateral_velocity = ego.get("lateral_velocity", -1)
         e.yaw_rate = ego.get("yaw_rate", -1)
         e.road_curvature = ego.get("road_curvature", -1)
-        e.curvature_lookahead = o.curvature_lookahead
-        e.curvature_route = o.road_curvature_route
+        e.curvature_lookahead = o["curvature_lookahead"]
+        e.curvature_route = o["road_curvature_route"]
         e.topology_goal_distance = ego.get("topology_goal_distance", -1)
-        e.topology_cap = o.topology_max_distance
+        e.topology_cap = o["topology_max_distance"]
         e.stop_line_ahead = ego.get("stop_line_ahead", -1)
-        e.stop_line_cap = o.traffic_radius
-        e.lane_max_dist = self.config.lane_max_distance
-        e.z_gate = o.z_gate
+        e.stop_line_cap = o["traffic_radius"]
+        e.lane_max_dist = self.settings["lane_max_distance"]
+        e.z_gate = o["z_gate"]
         e.n_alpha = len(alpha)
         for k, i in enumerate(alpha):
             e.alpha_idx[k] = i
-        e.kin_lo, e.kin_hi = self.config.init.kinematic_range
+        e.kin_lo, e.kin_hi = self.settings["init.kinematic_range"]
         nm = L.normalisers
         e.n.position_scale = nm["position_scale"]
         e.n.height_scale = nm["height_scale"]
@@ -376,15 +380,15 @@ cdef class Engine:
         e.n.lateral_velocity_range = nm["lateral_velocity_range"]
         e.n.yaw_rate_range = nm["yaw_rate_range"]
         e.n.curvature_range = nm["curvature_range"]
-        self._entity_layout(&self.partners, L.groups.get("partners"), o.partner_radius, o)
-        self._entity_layout(&self.road, L.groups.get("road"), o.road_radius, o)
-        self._entity_layout(&self.traffic, L.groups.get("traffic"), o.traffic_radius, o)
-        if L.groups.get("traffic") is not None and o.traffic_lights:
+        self._entity_layout(&self.partners, L.groups.get("partners"), o["partner_radius"], o)
+        self._entity_layout(&self.road, L.groups.get("road"), o["road_radius"], o)
+        self._entity_layout(&self.traffic, L.groups.get("traffic"), o["traffic_radius"], o)
+        if L.groups.get("traffic") is not None and o["traffic_lights"]:
             # The group holds the stop lines' slots, then the traffic lights' (observe.write_traffic).
-            self.traffic.max_n = o.max_traffic
-            self.traffic.lights_n = o.max_traffic_lights
+            self.traffic.max_n = o["max_traffic"]
+            self.traffic.lights_n = o["max_traffic_lights"]
         g = L.groups.get("partners")
-        if g is not None and o.partner_acceleration:
+        if g is not None and o["partner_acceleration"]:
             self.partners.accel = g.feature("acceleration").start
 
     cdef _entity_layout(self, EntityLayout* ent, g, double radius, o):
@@ -393,8 +397,8 @@ cdef class Engine:
         ent.width = g.width if g is not None else 0
         ent.radius = radius
         ent.radius2 = radius * radius
-        ent.z_gate = o.z_gate
-        ent.dropout = o.slot_dropout
+        ent.z_gate = o["z_gate"]
+        ent.dropout = o["slot_dropout"]
         ent.accel = -1
         ent.lights_n = 0
         ent.n = self.ego.n

@@ -2,6 +2,79 @@
 # tables (action grids, class parameters, reward ranges) and the config's scalar settings copied
 # into the engine's C arrays and fields. Called once from ``Engine.__init__``.
 
+#: The engine's one named input besides its tables and maps: every scalar setting it reads, by the
+#: configuration's dotted name (``terrazero_env.engine.engine_settings`` builds it from an
+#: ``EngineConfig``). A few are resolved before they come here: ``init.log_role_table`` (float64
+#: ``[N_CLASSES, N_LOG_ROLES]``), ``init.class_kinematic_ranges`` (one pair per class),
+#: ``classes.longest_extent`` (the longest side of any class's largest box, metres), the ``*_range``
+#: pairs of the sampled shares and rates and ``road_users.static_counts``; enums come as their codes.
+ENGINE_SETTINGS = (
+    "num_worlds", "slots_per_world", "max_agents_per_world", "dt", "episode_length", "wrong_way_angle",
+    "offroad_tolerance", "lane_max_distance", "lane_align_angle", "lane_tracking",
+    "consequences.collision", "consequences.offroad", "consequences.wrong_way", "consequences.red_light",
+    "classes.longest_extent",
+    # observations (ObsLayout, the writers' layout, noise)
+    "obs.agent_type", "obs.rel_goal_pos", "obs.goal_dropout_flag", "obs.state_dropout_flag", "obs.speed",
+    "obs.vehicle_dims", "obs.collision_state", "obs.steering_angle", "obs.acceleration", "obs.stop_sign_state",
+    "obs.alpha_params", "obs.kinematic_params", "obs.lane_state", "obs.lateral_velocity", "obs.yaw_rate",
+    "obs.road_curvature", "obs.curvature_lookahead", "obs.road_curvature_route", "obs.topology_goal_distance",
+    "obs.topology_max_distance", "obs.stop_line_ahead", "obs.goal_scale", "obs.speed_scale", "obs.partners",
+    "obs.max_partners", "obs.partner_radius", "obs.partner_acceleration", "obs.road", "obs.max_road_segments",
+    "obs.road_radius", "obs.traffic", "obs.max_traffic", "obs.traffic_lights", "obs.max_traffic_lights",
+    "obs.traffic_radius", "obs.z_gate", "obs.dtype", "obs.noise_std", "obs.noise_clip", "obs.slot_dropout",
+    "obs.state_dropout",
+    # scene initialization
+    "init.class_weights", "init.controlled", "init.goal_dropout", "init.log_role_table", "init.spawn_clearance",
+    "init.mode", "init.goal_behavior", "init.num_agents", "init.placement_tries", "init.randomize_kinematics",
+    "init.p_random", "init.initial_speed", "init.goal_distance", "init.goal_min_forward", "init.kinematic_range",
+    "init.class_kinematic_ranges",
+    # reward forms
+    "reward_forms.vel_align", "reward_forms.speed_limit", "reward_forms.goal_progress",
+    "reward_forms.route_max_distance", "reward_forms.goal_progress_shaping", "reward_forms.goal_progress_gamma",
+    # IDM law
+    "idm.v0_scale", "idm.time_headway", "idm.max_accel", "idm.comfort_decel", "idm.min_gap", "idm.delta",
+    "idm.lookahead", "idm.reroll_prob", "idm.max_decel", "idm.curve_lat_accel", "idm.side_margin",
+    # signals and stop signs
+    "signals.controller", "signals.replay_logged", "signals.christmas_green", "signals.christmas_yellow",
+    "signals.christmas_red", "signals.left_green", "signals.through_green", "signals.yellow", "signals.all_red",
+    "signals.permissive_left_prob", "signals.nema_green_sigma", "signals.stop_speed", "signals.stop_dwell",
+    "signals.stop_region",
+    # road users: IDM share and modes, static generators, planner traffic, lane changes
+    "road_users.idm_fraction_range", "road_users.idm_modes", "road_users.static_counts", "road_users.parked_row",
+    "road_users.static_sizes", "road_users.crash_vehicles", "road_users.worker_prob_range", "road_users.workers",
+    "road_users.debris_size", "road_users.static_clearance", "road_users.static_tries",
+    "road_users.planner_fraction_range", "road_users.planner_offsets", "road_users.planner_speeds",
+    "road_users.planner_interval", "road_users.planner_horizon", "road_users.planner_resolution",
+    "road_users.planner_weights", "road_users.planner_ttc", "road_users.planner_min_progress",
+    "road_users.planner_margin", "road_users.planner_lateral_time", "road_users.lane_change",
+    "road_users.lane_change_distance", "road_users.lane_change_clear_ahead", "road_users.lane_change_safe_decel",
+    "road_users.lane_change_cooldown", "road_users.lane_change_lookahead", "road_users.lane_change_margin",
+    # rule-based pedestrians
+    "road_users.pedestrians.crossing_rate_range", "road_users.pedestrians.group_probs",
+    "road_users.pedestrians.group_size", "road_users.pedestrians.stagger_interval",
+    "road_users.pedestrians.walking_speed", "road_users.pedestrians.max_speed", "road_users.pedestrians.radius",
+    "road_users.pedestrians.neighbor_distance", "road_users.pedestrians.time_horizon",
+    "road_users.pedestrians.jaywalk_rate_range", "road_users.pedestrians.jaywalk_reach",
+    "road_users.pedestrians.vehicle_yield_horizon",
+)
+
+
+def _check_settings(settings):
+    """``settings`` holds exactly the keys of ``ENGINE_SETTINGS``; otherwise a ``ValueError`` naming
+    the missing and the unknown ones (or a ``TypeError`` when it is not a mapping)."""
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"settings must be a mapping of the engine's settings (ENGINE_SETTINGS), "
+                        f"got {type(settings).__name__}")
+    missing = [k for k in ENGINE_SETTINGS if k not in settings]
+    unknown = sorted(str(k) for k in settings if k not in _SETTING_SET)
+    if missing or unknown:
+        raise ValueError(f"engine settings: missing {missing}, unknown {unknown} "
+                         "(the keys are _engine.ENGINE_SETTINGS)")
+
+
+_SETTING_SET = frozenset(ENGINE_SETTINGS)
+
+
 cdef _bind_map(Engine e, Py_ssize_t w, RoadMap rm):
     """World ``w`` runs on ``rm``: its map, and which of its logged goals are reachable along the lane
     graph under this engine's lane tolerance (appendix D.5; computed once per map and kept by it)."""
@@ -9,9 +82,9 @@ cdef _bind_map(Engine e, Py_ssize_t w, RoadMap rm):
     e.wreach[w] = _ptr_u8(rm.track_goal_reachable(e.lane_max_dist, e.z_gate))
 
 
-cdef _load_tables(Engine e, cfg, tb):
+cdef _load_tables(Engine e, s, tb):
     """The engine tables (action grids, class parameters, reward ranges, class weights) and the scalar
-    settings of the config, checked and copied into the engine's C arrays."""
+    settings (``s``, checked by ``_check_settings``), copied into the engine's C arrays."""
     for key, cols in (("class_params", N_CP), ("reward_lo", N_REWARD), ("reward_hi", N_REWARD),
                       ("reward_on", N_REWARD)):
         if np.shape(tb[key]) != (N_CLASSES, cols):
@@ -32,10 +105,10 @@ cdef _load_tables(Engine e, cfg, tb):
             e.rlo[c * N_REWARD + i] = tb["reward_lo"][c, i]
             e.rhi[c * N_REWARD + i] = tb["reward_hi"][c, i]
             e.ron[c * N_REWARD + i] = tb["reward_on"][c, i]
-        e.class_weight[c] = cfg.init.class_weights[c]
-        e.controlled_cls[c] = 1 if cfg.init.controlled[c] else 0
-        e.goal_dropout[c] = cfg.init.goal_dropout[c]
-    roles = np.asarray(cfg.init.log_role_table(), np.float64)
+        e.class_weight[c] = s["init.class_weights"][c]
+        e.controlled_cls[c] = 1 if s["init.controlled"][c] else 0
+        e.goal_dropout[c] = s["init.goal_dropout"][c]
+    roles = np.asarray(s["init.log_role_table"], np.float64)
     if roles.shape != (N_CLASSES, N_LOG_ROLES):
         raise ValueError(f"InitConfig.log_role_table() must be [{N_CLASSES}, {N_LOG_ROLES}], got {roles.shape}")
     for c in range(N_CLASSES):
@@ -45,71 +118,67 @@ cdef _load_tables(Engine e, cfg, tb):
         # A class with one possible role draws nothing from the generator (the default mix).
         e.log_role_only[c] = int(nz[0]) if nz.size == 1 else -1
     # Agent-grid cells must exceed the sum of two half-diagonals plus the spawn clearance.
-    longest = max(max(s.length[1], s.width[1]) * 1.5 for s in cfg.classes.values())
-    e.agent_cell = max(16.0, 2.0 * longest + 2.0 * cfg.init.spawn_clearance + 1.0)
-    e.dt = cfg.dt
-    e.horizon = cfg.episode_length
-    e.wrong_way_angle = cfg.wrong_way_angle
-    e.offroad_tol = cfg.offroad_tolerance
-    e.rform.vel_align = int(cfg.reward_forms.vel_align)
-    e.rform.speed_limit = int(cfg.reward_forms.speed_limit)
-    e.rform.goal_progress = int(cfg.reward_forms.goal_progress)
-    e.rform.route_cap = cfg.reward_forms.route_max_distance
-    e.rform.shaping = int(cfg.reward_forms.goal_progress_shaping)
-    e.rform.gamma = cfg.reward_forms.goal_progress_gamma
-    e.lane_max_dist = cfg.lane_max_distance
-    e.lane_align_cos = cos(cfg.lane_align_angle)
-    e.lane_tracking = cfg.lane_tracking
-    e.z_gate = cfg.obs.z_gate
-    cq = {k: int(v) for k, v in cfg.consequences.items()}
-    e.conseq_collision = cq.get("collision", CONSEQ_NONE)
-    e.conseq_offroad = cq.get("offroad", CONSEQ_NONE)
-    e.conseq_wrong_way = cq.get("wrong_way", CONSEQ_NONE)
-    e.conseq_red_light = cq.get("red_light", CONSEQ_NONE)
-    ini = cfg.init
-    e.init_mode = int(ini.mode)
-    e.goal_behavior = int(ini.goal_behavior)
-    e.n_min, e.n_max = ini.num_agents
-    e.tries = ini.placement_tries
-    e.randomize_kin = 1 if ini.randomize_kinematics else 0
-    e.p_random = ini.p_random
-    e.v0_lo, e.v0_hi = ini.initial_speed
-    e.goal_lo, e.goal_hi = ini.goal_distance
-    e.goal_fwd = ini.goal_min_forward
-    e.clearance = ini.spawn_clearance
-    e.kin_lo, e.kin_hi = ini.kinematic_range
-    idm = cfg.idm
+    longest = s["classes.longest_extent"] * 1.5
+    e.agent_cell = max(16.0, 2.0 * longest + 2.0 * s["init.spawn_clearance"] + 1.0)
+    e.dt = s["dt"]
+    e.horizon = s["episode_length"]
+    e.wrong_way_angle = s["wrong_way_angle"]
+    e.offroad_tol = s["offroad_tolerance"]
+    e.rform.vel_align = s["reward_forms.vel_align"]
+    e.rform.speed_limit = s["reward_forms.speed_limit"]
+    e.rform.goal_progress = s["reward_forms.goal_progress"]
+    e.rform.route_cap = s["reward_forms.route_max_distance"]
+    e.rform.shaping = s["reward_forms.goal_progress_shaping"]
+    e.rform.gamma = s["reward_forms.goal_progress_gamma"]
+    e.lane_max_dist = s["lane_max_distance"]
+    e.lane_align_cos = cos(s["lane_align_angle"])
+    e.lane_tracking = s["lane_tracking"]
+    e.z_gate = s["obs.z_gate"]
+    e.conseq_collision = s["consequences.collision"]
+    e.conseq_offroad = s["consequences.offroad"]
+    e.conseq_wrong_way = s["consequences.wrong_way"]
+    e.conseq_red_light = s["consequences.red_light"]
+    e.init_mode = s["init.mode"]
+    e.goal_behavior = s["init.goal_behavior"]
+    e.n_min, e.n_max = s["init.num_agents"]
+    e.tries = s["init.placement_tries"]
+    e.randomize_kin = 1 if s["init.randomize_kinematics"] else 0
+    e.p_random = s["init.p_random"]
+    e.v0_lo, e.v0_hi = s["init.initial_speed"]
+    e.goal_lo, e.goal_hi = s["init.goal_distance"]
+    e.goal_fwd = s["init.goal_min_forward"]
+    e.clearance = s["init.spawn_clearance"]
+    e.kin_lo, e.kin_hi = s["init.kinematic_range"]
     for k in range(3):
-        e.idmp.v0_scale[k] = idm.v0_scale[k]
-        e.idmp.time_headway[k] = idm.time_headway[k]
-        e.idmp.max_accel[k] = idm.max_accel[k]
-        e.idmp.comfort_decel[k] = idm.comfort_decel[k]
-        e.idmp.min_gap[k] = idm.min_gap[k]
-    e.idmp.delta = idm.delta
-    e.idmp.lookahead = idm.lookahead
-    e.idmp.reroll_prob = idm.reroll_prob
-    e.idmp.max_decel = idm.max_decel
-    e.idmp.curve_accel = idm.curve_lat_accel
-    e.idmp.side_margin = idm.side_margin
-    _load_road_users(e, cfg)
-    _load_lane_change(e, cfg.road_users, idm)
-    _load_planner(e, cfg.road_users)
-    _load_pedestrians(e, cfg.road_users.pedestrians)
-    sg = cfg.signals
-    e.sigp.controller = int(sg.controller)
-    e.sigp.replay_log = 1 if sg.replay_logged else 0
-    e.sigp.green_med, e.sigp.green_sig = sg.christmas_green
-    e.sigp.yellow_med, e.sigp.yellow_sig = sg.christmas_yellow
-    e.sigp.red_med, e.sigp.red_sig = sg.christmas_red
-    e.sigp.left_green = sg.left_green
-    e.sigp.through_green = sg.through_green
-    e.sigp.yellow = sg.yellow
-    e.sigp.all_red = sg.all_red
-    e.sigp.perm_prob = sg.permissive_left_prob
-    e.sigp.nema_sigma = sg.nema_green_sigma
-    e.stop_rules.stop_speed = sg.stop_speed
-    e.stop_rules.dwell_lo, e.stop_rules.dwell_hi = sg.stop_dwell
-    e.stop_rules.region = sg.stop_region
-    e.noise_std = cfg.obs.noise_std
-    e.noise_clip = cfg.obs.noise_clip
-    e.state_dropout = cfg.obs.state_dropout
+        e.idmp.v0_scale[k] = s["idm.v0_scale"][k]
+        e.idmp.time_headway[k] = s["idm.time_headway"][k]
+        e.idmp.max_accel[k] = s["idm.max_accel"][k]
+        e.idmp.comfort_decel[k] = s["idm.comfort_decel"][k]
+        e.idmp.min_gap[k] = s["idm.min_gap"][k]
+    e.idmp.delta = s["idm.delta"]
+    e.idmp.lookahead = s["idm.lookahead"]
+    e.idmp.reroll_prob = s["idm.reroll_prob"]
+    e.idmp.max_decel = s["idm.max_decel"]
+    e.idmp.curve_accel = s["idm.curve_lat_accel"]
+    e.idmp.side_margin = s["idm.side_margin"]
+    _load_road_users(e, s)
+    _load_lane_change(e, s)
+    _load_planner(e, s)
+    _load_pedestrians(e, s)
+    e.sigp.controller = s["signals.controller"]
+    e.sigp.replay_log = 1 if s["signals.replay_logged"] else 0
+    e.sigp.green_med, e.sigp.green_sig = s["signals.christmas_green"]
+    e.sigp.yellow_med, e.sigp.yellow_sig = s["signals.christmas_yellow"]
+    e.sigp.red_med, e.sigp.red_sig = s["signals.christmas_red"]
+    e.sigp.left_green = s["signals.left_green"]
+    e.sigp.through_green = s["signals.through_green"]
+    e.sigp.yellow = s["signals.yellow"]
+    e.sigp.all_red = s["signals.all_red"]
+    e.sigp.perm_prob = s["signals.permissive_left_prob"]
+    e.sigp.nema_sigma = s["signals.nema_green_sigma"]
+    e.stop_rules.stop_speed = s["signals.stop_speed"]
+    e.stop_rules.dwell_lo, e.stop_rules.dwell_hi = s["signals.stop_dwell"]
+    e.stop_rules.region = s["signals.stop_region"]
+    e.noise_std = s["obs.noise_std"]
+    e.noise_clip = s["obs.noise_clip"]
+    e.state_dropout = s["obs.state_dropout"]

@@ -91,14 +91,14 @@ class ObsLayout:
     ``bound``: every value lies in [-bound, bound].
     """
 
-    def __init__(self, obs_config, alpha_names):
-        o = obs_config
+    def __init__(self, obs, alpha_names):
+        o = obs
         groups = {}
         start = 0
         ego = []
         off = 0
         for name, width in EGO_FEATURES:
-            if not getattr(o, name):
+            if not o[name]:
                 continue
             if name == "alpha_params":
                 width = len(alpha_names)
@@ -108,34 +108,34 @@ class ObsLayout:
             off += width
         groups["ego"] = ObsGroup("ego", 0, 1, off, ego)
         start = off
-        if o.partners and o.max_partners > 0:
+        if o["partners"] and o["max_partners"] > 0:
             feats, w = [], 0
             for name, width in PARTNER_FEATURES:
-                if name == "acceleration" and not o.partner_acceleration:
+                if name == "acceleration" and not o["partner_acceleration"]:
                     continue
                 feats.append((name, w, width))
                 w += width
-            groups["partners"] = ObsGroup("partners", start, o.max_partners, w, feats)
-            start += o.max_partners * w
-        if o.road and o.max_road_segments > 0:
+            groups["partners"] = ObsGroup("partners", start, o["max_partners"], w, feats)
+            start += o["max_partners"] * w
+        if o["road"] and o["max_road_segments"] > 0:
             feats, w = [], 0
             for name, width in ROAD_FEATURES:
                 feats.append((name, w, width))
                 w += width
-            groups["road"] = ObsGroup("road", start, o.max_road_segments, w, feats)
-            start += o.max_road_segments * w
-        if o.traffic and o.max_traffic > 0:
+            groups["road"] = ObsGroup("road", start, o["max_road_segments"], w, feats)
+            start += o["max_road_segments"] * w
+        if o["traffic"] and o["max_traffic"] > 0:
             feats, w = [], 0
             for name, width in TRAFFIC_FEATURES:
                 feats.append((name, w, width))
                 w += width
-            n = o.max_traffic + (o.max_traffic_lights if o.traffic_lights else 0)
+            n = o["max_traffic"] + (o["max_traffic_lights"] if o["traffic_lights"] else 0)
             groups["traffic"] = ObsGroup("traffic", start, n, w, feats)
             start += n * w
         self.groups = groups
         self.dim = start
         self.alpha_names = tuple(alpha_names)
-        self.normalisers = dict(OBS_NORMALISERS, goal_scale=float(o.goal_scale), speed_scale=float(o.speed_scale))
+        self.normalisers = dict(OBS_NORMALISERS, goal_scale=float(o["goal_scale"]), speed_scale=float(o["speed_scale"]))
         self.bound = OBS_BOUND
 
     def split(self, obs):

@@ -71,7 +71,7 @@ cdef void _sig_state(Engine e, Py_ssize_t w, SigState* st) noexcept nogil:
     st.perm = e.sig_perm + w * e.i_cap
 
 cdef _set_stop_line_state(Engine e, int world, int stop_line, int state, double hold):
-    if e.config.signals.controller != CTRL_CHRISTMAS:
+    if e.sigp.controller != CTRL_CHRISTMAS:
         raise ValueError("set_stop_line_state scripts the Christmas controller only")
     cdef RoadMap rm = e.road_maps[e.world_map[world]]
     if not 0 <= stop_line < rm.c.n_stop_lines or e._sig["sl"][world, stop_line] == 3:

@@ -3,7 +3,9 @@
 The compiled module (``terrazero_env._engine``) imports neither ``terrazero_env.config`` nor
 ``terrazero_env.maps``; this module sits above all three and owns the glue between them. It loads and
 builds maps and computes their indexes (signal plan, lane conflicts) for :class:`RoadMap`, flattens an
-``EngineConfig`` into the tables :class:`Engine` reads, in the engine's column order, and re-exports the
+``EngineConfig`` into the engine's one named input (``engine_settings``: its scalar settings as a flat
+dict, checked by the engine against its own key list) and the tables it reads, in the engine's column
+order, and re-exports the
 engine's vocabulary (enum names, counter and reward-parameter orders, observation widths and bound)
 and the geometry batch kernels. Users, examples, the env layer and ``agents`` import from here::
 
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _engine
-from .config import REWARD_PARAMS, EngineConfig
+from .config import REWARD_PARAMS, VIOLATIONS, Consequence, EngineConfig
 from .config_checks import check_float, check_int
 from .maps import Dataset, MapData, build, validate_built
 from .maps.conflicts import lane_conflicts
@@ -39,7 +41,7 @@ __all__ = [
     "ROAD_TYPES", "ROLES", "SIGNAL_CONTROLLERS", "SIGNAL_STAGES", "SIGNAL_STATES", "STOP_STATES", "TYPE_CODES",
     "STATIC_KINDS", "STATIC_GENERATORS", "KIND_CODES",
     "VOCABULARY", "DatasetRoadMaps", "Engine", "ObsLayout", "RoadMap", "SegmentGrid", "box_corners_batch",
-    "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_tables",
+    "box_ttc_batch", "check_num_threads", "check_seeds", "collision_type_batch", "engine_settings", "engine_tables",
     "footprint_offroad", "footprint_offroad_excursion", "max_threads", "obb_overlap_batch", "points_in_polygon", "road_map", "segments_intersect_batch",
 ]
 
@@ -184,6 +186,71 @@ def engine_tables(config: EngineConfig) -> dict[str, np.ndarray]:
     return tables
 
 
+#: The ``ObsConfig`` fields the engine reads (``road_segment_length`` is the map index's, read here).
+_OBS_SETTINGS = (
+    "agent_type", "rel_goal_pos", "goal_dropout_flag", "state_dropout_flag", "speed", "vehicle_dims",
+    "collision_state", "steering_angle", "acceleration", "stop_sign_state", "alpha_params", "kinematic_params",
+    "lane_state", "lateral_velocity", "yaw_rate", "road_curvature", "curvature_lookahead", "road_curvature_route",
+    "topology_goal_distance", "topology_max_distance", "stop_line_ahead", "goal_scale", "speed_scale", "partners",
+    "max_partners", "partner_radius", "partner_acceleration", "road", "max_road_segments", "road_radius", "traffic",
+    "max_traffic", "traffic_lights", "max_traffic_lights", "traffic_radius", "z_gate", "dtype", "noise_std",
+    "noise_clip", "slot_dropout", "state_dropout",
+)
+_INIT_SETTINGS = ("class_weights", "controlled", "goal_dropout", "spawn_clearance", "num_agents", "placement_tries",
+                  "randomize_kinematics", "p_random", "initial_speed", "goal_distance", "goal_min_forward",
+                  "kinematic_range")
+_IDM_SETTINGS = ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap", "delta", "lookahead",
+                 "reroll_prob", "max_decel", "curve_lat_accel", "side_margin")
+_SIGNAL_SETTINGS = ("replay_logged", "christmas_green", "christmas_yellow", "christmas_red", "left_green",
+                    "through_green", "yellow", "all_red", "permissive_left_prob", "nema_green_sigma", "stop_speed",
+                    "stop_dwell", "stop_region")
+_REWARD_FORM_SETTINGS = ("route_max_distance", "goal_progress_gamma")
+_ROAD_USER_SETTINGS = (
+    "idm_modes", "parked_row", "static_sizes", "crash_vehicles", "workers", "debris_size", "static_clearance",
+    "static_tries", "planner_offsets", "planner_speeds", "planner_interval", "planner_horizon",
+    "planner_resolution", "planner_weights", "planner_ttc", "planner_min_progress", "planner_margin",
+    "planner_lateral_time", "lane_change", "lane_change_distance", "lane_change_clear_ahead",
+    "lane_change_safe_decel", "lane_change_cooldown", "lane_change_lookahead", "lane_change_margin",
+)
+_PEDESTRIAN_SETTINGS = ("group_probs", "group_size", "stagger_interval", "walking_speed", "max_speed", "radius",
+                        "neighbor_distance", "time_horizon", "jaywalk_reach", "vehicle_yield_horizon")
+
+
+def engine_settings(config: EngineConfig) -> dict[str, Any]:
+    """``config``'s scalar settings as the engine's one named input: a flat dict of plain values
+    (numbers, bools, tuples; enums as their integer codes) keyed by the config's dotted names, with a
+    few values resolved here (``init.log_role_table``, the ``*_range`` pairs of the shares and rates,
+    ``road_users.static_counts``, ``init.class_kinematic_ranges`` with its default, and
+    ``classes.longest_extent``). The engine checks the keys against its own list
+    (``_engine.ENGINE_SETTINGS``) at construction: a missing or extra key is an error naming it."""
+    c, o, ini, ru, sg, idm, rf = config, config.obs, config.init, config.road_users, config.signals, config.idm, \
+        config.reward_forms
+    pc = ru.pedestrians
+    s: dict[str, Any] = {k: getattr(c, k) for k in (
+        "num_worlds", "slots_per_world", "max_agents_per_world", "dt", "episode_length", "wrong_way_angle",
+        "offroad_tolerance", "lane_max_distance", "lane_align_angle", "lane_tracking")}
+    s.update({f"consequences.{k}": int(c.consequences.get(k, Consequence.NONE)) for k in VIOLATIONS})
+    s["classes.longest_extent"] = max(max(spec.length[1], spec.width[1]) for spec in c.classes.values())
+    s.update({f"obs.{k}": getattr(o, k) for k in _OBS_SETTINGS})
+    s.update({f"init.{k}": getattr(ini, k) for k in _INIT_SETTINGS})
+    s["init.mode"] = int(ini.mode)
+    s["init.goal_behavior"] = int(ini.goal_behavior)
+    s["init.log_role_table"] = np.asarray(ini.log_role_table(), np.float64)
+    s["init.class_kinematic_ranges"] = tuple(ini.class_kinematic_ranges or (ini.kinematic_range,) * len(c.classes))
+    s.update({f"idm.{k}": getattr(idm, k) for k in _IDM_SETTINGS})
+    s.update({f"signals.{k}": getattr(sg, k) for k in _SIGNAL_SETTINGS})
+    s["signals.controller"] = int(sg.controller)
+    s.update({f"reward_forms.{k}": getattr(rf, k) for k in _REWARD_FORM_SETTINGS})
+    s.update({f"reward_forms.{k}": int(getattr(rf, k))
+              for k in ("vel_align", "speed_limit", "goal_progress", "goal_progress_shaping")})
+    s.update({f"road_users.{k}": getattr(ru, k) for k in _ROAD_USER_SETTINGS})
+    s.update({f"road_users.{k}_range": ru.prob_range(k) for k in ("idm_fraction", "worker_prob", "planner_fraction")})
+    s["road_users.static_counts"] = ru.static_counts()
+    s.update({f"road_users.pedestrians.{k}": getattr(pc, k) for k in _PEDESTRIAN_SETTINGS})
+    s.update({f"road_users.pedestrians.{k}_range": pc.rate_range(k) for k in ("crossing_rate", "jaywalk_rate")})
+    return s
+
+
 class Engine(_engine.Engine):
     """W worlds x K controlled slots stepped without the GIL (see ``_engine.Engine`` for the buffers).
 
@@ -205,4 +272,6 @@ class Engine(_engine.Engine):
         road_maps = [src if isinstance(src, _engine.RoadMap) else
                      road_map(src, obs_radius=o.road_radius, obs_segment_length=o.road_segment_length)
                      for src in (maps if isinstance(maps, (list, tuple)) else [maps])]
-        super().__init__(config, road_maps, engine_tables(config), world_map=world_map, num_threads=num_threads)
+        super().__init__(engine_settings(config), road_maps, engine_tables(config), world_map=world_map,
+                         num_threads=num_threads)
+        self.config = config
