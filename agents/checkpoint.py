@@ -91,20 +91,25 @@ def env_state(env: Any) -> dict[str, Any]:
     raise TypeError(f"cannot checkpoint an env of type {type(env).__name__} (no get_state)")
 
 
-def set_env_state(env: Any, state: dict[str, Any]) -> None:
-    """Restore :func:`env_state` into an env chain built the same way."""
+def set_env_state(env: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """Restore :func:`env_state` into an env chain built the same way. Returns the running episode
+    returns, lengths and count of a ``VecMonitor`` state that the chain no longer has (a checkpoint of
+    the array path from before it kept them itself), for the episode tally; else None."""
     kind = state["kind"]
     if isinstance(env, VecMonitor) and kind == "VecMonitor":
         env.episode_returns, env.episode_lengths = state["returns"].copy(), state["lengths"].copy()
         env.episode_count = state["count"]
-        set_env_state(env.venv, state["inner"])
-    elif isinstance(env, SB3VecEnv) and kind == "SB3VecEnv":
-        set_env_state(env.vector_env, state["inner"])
-    elif kind == type(env).__name__ and hasattr(env, "set_state"):
+        return set_env_state(env.venv, state["inner"])
+    if isinstance(env, SB3VecEnv) and kind == "VecMonitor":
+        set_env_state(env, state["inner"])
+        return {"returns": state["returns"], "lengths": state["lengths"], "count": state["count"]}
+    if isinstance(env, SB3VecEnv) and kind == "SB3VecEnv":
+        return set_env_state(env.vector_env, state["inner"])
+    if kind == type(env).__name__ and hasattr(env, "set_state"):
         env.set_state(state["state"])
-    else:
-        raise ValueError(f"checkpoint env state is for a {kind}, the run has a {type(env).__name__}: "
-                         "resume with the settings the run was started with")
+        return None
+    raise ValueError(f"checkpoint env state is for a {kind}, the run has a {type(env).__name__}: "
+                     "resume with the settings the run was started with")
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -128,10 +133,7 @@ def save_rank_state(model: Any, path: Path, rank: int, world_size: int, extra: d
     state = {
         "format": CHECKPOINT_FORMAT, "rank": rank, "world_size": world_size,
         "policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
-        "popart": (model.popart_mean, model.popart_sq_mean, model.popart_updates),
-        "num_timesteps": model.num_timesteps, "n_updates": model._n_updates, "episode_num": model._episode_num,
-        "last_obs": model._last_obs, "last_episode_starts": model._last_episode_starts,
-        "ep_info_buffer": list(model.ep_info_buffer or []), "ep_success_buffer": list(model.ep_success_buffer or []),
+        **model.training_state(),
         "rng": _rng_state(model.device), "env": env_state(model.env), "extra": extra,
     }
     with atomic_writer(path, "checkpoint file") as f:
@@ -161,14 +163,11 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     except RuntimeError as exc:
         raise ValueError(f"{path}: the policy does not match this run's settings ({exc})") from None
     model.policy.optimizer.load_state_dict(state["optimizer"])
-    model.popart_mean, model.popart_sq_mean = state["popart"][:2]
-    model.popart_updates = int(state["popart"][2]) if len(state["popart"]) > 2 else 0
-    model.num_timesteps, model._n_updates = state["num_timesteps"], state["n_updates"]
-    model._episode_num = state["episode_num"]
-    model._last_obs, model._last_episode_starts = state["last_obs"], state["last_episode_starts"]
-    model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=model._stats_window_size)
-    model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=model._stats_window_size)
-    set_env_state(model.env, state["env"])
+    monitor = set_env_state(model.env, state["env"])
+    if monitor is not None and state.get("episode_tally") is None:
+        # A checkpoint written while the array path's statistics lived in a VecMonitor.
+        state["episode_tally"] = monitor
+    model.load_training_state(state)
     _set_rng_state(state["rng"], model.device)
     return state["extra"]
 

@@ -1,6 +1,6 @@
 """The array-only rollout path of :class:`terrazero_env.agents.PPO`.
 
-When PPO's env is a Gymnasium vector env seen through ``SB3VecEnv`` (and ``VecMonitor``), the rollout
+When PPO's env is a Gymnasium vector env seen through ``SB3VecEnv``, the rollout
 loop steps that vector env itself and reads ``valid``, ``terminated``, ``truncated``, the final
 observations and the rule counters as arrays: no per-slot info dict, no list comprehension over
 slots. Observations go from the env's buffer straight into the rollout storage on the training
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
-from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+from stable_baselines3.common.vec_env import VecEnv
 
 from terrazero_env import engine as core
 
@@ -35,18 +35,17 @@ _COUNTERS = list(core.COUNTER_NAMES)
 TALLY_COUNTERS = ("goal_reached", "collision", "offroad")
 
 
-def array_vector_env(env: VecEnv) -> tuple[Any, VecMonitor | None] | None:
-    """The Gymnasium vector env under ``VecMonitor(SB3VecEnv(...))`` or ``SB3VecEnv(...)`` when the
-    array path supports its autoreset convention, with the monitor (or None); else None."""
+def array_vector_env(env: VecEnv) -> Any | None:
+    """The Gymnasium vector env under a bare ``SB3VecEnv(...)`` when the array path supports its
+    autoreset convention; else None. A ``VecMonitor`` (or any other SB3 wrapper) a user put around
+    the adapter keeps the adapter path, which steps through it and so keeps its counters."""
     from ..wrappers.sb3 import SB3VecEnv
 
-    monitor = env if isinstance(env, VecMonitor) else None
-    adapter = env.venv if monitor is not None else env
-    if type(adapter) is not SB3VecEnv:
+    if type(env) is not SB3VecEnv:
         return None
-    mode = adapter.autoreset_mode
-    if mode is AutoresetMode.SAME_STEP or (mode is AutoresetMode.NEXT_STEP and adapter._world_slots > 1):
-        return adapter.vector_env, monitor
+    mode = env.autoreset_mode
+    if mode is AutoresetMode.SAME_STEP or (mode is AutoresetMode.NEXT_STEP and env.world_slots > 1):
+        return env.vector_env
     return None
 
 
@@ -86,29 +85,39 @@ class ObservationStage:
 
 
 class EpisodeTally:
-    """Episode returns and end-of-episode counters as arrays, with ``VecMonitor``'s accounting (float32
-    returns summed over every step of a slot, reset at every episode end); :attr:`totals` counts the
-    finished valid episodes, their return sum and the episodes whose goal / collision / off-road
-    counter was set, since the last :meth:`take`."""
+    """Episode returns, lengths and end-of-episode counters as arrays, with ``VecMonitor``'s
+    accounting (float32 returns summed over every step of a slot, reset at every episode end) kept
+    here, since the array path steps the vector env under the SB3 adapter directly;
+    :attr:`totals` counts the finished valid episodes, their return sum and the episodes whose goal /
+    collision / off-road counter was set, since the last :meth:`take`."""
 
-    def __init__(self, num_envs: int, monitor: VecMonitor | None, episode_log: Any = None) -> None:
-        self.monitor = monitor
+    def __init__(self, num_envs: int, episode_log: Any = None) -> None:
         #: SB3's ``ep_info_buffer`` (a bounded deque): gets ``{"r", "l", "t"}`` per finished episode,
-        #: as ``VecMonitor`` infos would give it (needs the monitor for lengths and times).
+        #: as ``VecMonitor`` infos would give it.
         self.episode_log = episode_log
-        self.returns = (monitor.episode_returns if monitor is not None
-                        else np.zeros(num_envs, np.float32))
+        self.returns = np.zeros(num_envs, np.float32)
+        self.lengths = np.zeros(num_envs, np.int32)
+        self.count = 0
+        self.t_start = time.time()
         self.totals = np.zeros(2 + len(TALLY_COUNTERS))
         self._cols = [_COUNTERS.index(k) for k in TALLY_COUNTERS]
 
+    def state(self) -> dict[str, Any]:
+        """The running returns, lengths and episode count (for a checkpoint)."""
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy(), "count": self.count}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state` (the slot count must match)."""
+        returns, lengths = np.asarray(state["returns"], np.float32), np.asarray(state["lengths"], np.int32)
+        if returns.shape != self.returns.shape or lengths.shape != self.lengths.shape:
+            raise ValueError(f"episode tally of {returns.shape[0]} slots, the run has {self.returns.shape[0]}: "
+                             "resume with the settings the run was started with")
+        self.returns, self.lengths, self.count = returns.copy(), lengths.copy(), int(state["count"])
+
     def step(self, rewards: np.ndarray, dones: np.ndarray, valid: np.ndarray, info: dict[str, Any]) -> None:
         """Add one step: ``rewards`` float32 ``[N]``, ``dones`` and ``valid`` bool ``[N]``."""
-        mon = self.monitor
-        if mon is not None:
-            self.returns = mon.episode_returns = mon.episode_returns + rewards
-            mon.episode_lengths += 1
-        else:
-            self.returns += rewards
+        self.returns += rewards
+        self.lengths += 1
         if not dones.any():
             return
         ended = dones & valid
@@ -121,14 +130,13 @@ class EpisodeTally:
             self.totals[0] += ended.sum()
             self.totals[1] += float(np.sum(self.returns[ended]))
             self.totals[2:] += (counters[ended][:, self._cols] > 0).sum(axis=0)
-        if mon is not None and self.episode_log is not None:
+        if self.episode_log is not None:
             ids = np.flatnonzero(dones)[-(self.episode_log.maxlen or dones.shape[0]):]
-            t = round(time.time() - mon.t_start, 6)
-            for r, length in zip(self.returns[ids], mon.episode_lengths[ids]):
+            t = round(time.time() - self.t_start, 6)
+            for r, length in zip(self.returns[ids], self.lengths[ids]):
                 self.episode_log.append({"r": r, "l": length, "t": t})
-        if mon is not None:
-            mon.episode_count += int(dones.sum())
-            mon.episode_lengths[dones] = 0
+        self.count += int(dones.sum())
+        self.lengths[dones] = 0
         self.returns[dones] = 0.0
 
     def take(self) -> np.ndarray:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Generator
 from typing import Any, NamedTuple
 
@@ -246,7 +246,8 @@ class PPO(SB3PPO):
     Arguments beyond SB3's PPO (whose defaults here follow TerraZero table 14):
 
     :param env: an SB3 ``VecEnv`` (or anything SB3 accepts), or a Gymnasium ``VectorEnv``, which is
-        wrapped in ``VecMonitor(SB3VecEnv(env))``.
+        wrapped in ``SB3VecEnv(env)``: the array path then keeps the episode statistics itself
+        (:attr:`episode_tally`); where the adapter path runs instead, in ``VecMonitor(SB3VecEnv(env))``.
     :param batch_size: minibatch size; None: rollout size / ``num_minibatches``.
     :param num_minibatches: minibatches per epoch (also the number drawn by priority).
     :param vtrace: V-trace off-policy correction, clip levels ``rho_bar`` and ``c_bar``.
@@ -281,7 +282,9 @@ class PPO(SB3PPO):
         if isinstance(env, gym.vector.VectorEnv):
             from ..wrappers.sb3 import SB3VecEnv
 
-            env = VecMonitor(SB3VecEnv(env))
+            env = SB3VecEnv(env)
+            if not (array_path and not kwargs.get("use_sde", False) and array_vector_env(env) is not None):
+                env = VecMonitor(env)  # the adapter path: SB3's episode log comes from the monitor's infos
         policy_kwargs = dict(policy_kwargs or {})
         policy_class = self.policy_aliases.get(policy, policy) if isinstance(policy, str) else policy
         if (env is not None and isinstance(policy_class, type) and issubclass(policy_class, DeepSetsPolicy)
@@ -335,6 +338,35 @@ class PPO(SB3PPO):
         """Value-head outputs on the true return scale (identity without PopArt)."""
         return values * self.popart_sigma + self.popart_mean if self.popart else values
 
+    def training_state(self) -> dict[str, Any]:
+        """What an exact resume needs besides the weights, the optimizer and the env: the step and
+        update counts, the last observation and episode starts, the episode logs, PopArt's
+        statistics and the array path's episode tally (``agents/checkpoint.py`` writes it). SB3 keeps
+        several of these in private fields; this subclass is the one place that reads them."""
+        return {
+            "popart": (self.popart_mean, self.popart_sq_mean, self.popart_updates),
+            "num_timesteps": self.num_timesteps, "n_updates": self._n_updates, "episode_num": self._episode_num,
+            "last_obs": self._last_obs, "last_episode_starts": self._last_episode_starts,
+            "ep_info_buffer": list(self.ep_info_buffer or []), "ep_success_buffer": list(self.ep_success_buffer or []),
+            "episode_tally": self.episode_tally.state() if self.episode_tally is not None else None,
+        }
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`training_state` (from a checkpoint of a run built with the same settings)."""
+        self.popart_mean, self.popart_sq_mean = state["popart"][:2]
+        self.popart_updates = int(state["popart"][2]) if len(state["popart"]) > 2 else 0
+        self.num_timesteps, self._n_updates = state["num_timesteps"], state["n_updates"]
+        self._episode_num = state["episode_num"]
+        self._last_obs, self._last_episode_starts = state["last_obs"], state["last_episode_starts"]
+        self.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=self._stats_window_size)
+        self.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=self._stats_window_size)
+        tally = state.get("episode_tally")
+        if tally is None:
+            self.episode_tally = None
+        else:
+            self.episode_tally = EpisodeTally(len(tally["returns"]))
+            self.episode_tally.set_state(tally)
+
     def _excluded_save_params(self) -> list[str]:
         # The rollout's runtime state (last observations, episode-start flags, episode-info buffers)
         # is not part of a model: a saved zip holds the policy and its settings, which load without
@@ -379,7 +411,7 @@ class PPO(SB3PPO):
         assert self._last_obs is not None, "no previous observation was provided"
         found = array_vector_env(env) if self.array_path and not self.use_sde else None
         if found is not None:
-            return self._collect_arrays(found[0], found[1], callback, rollout_buffer, n_rollout_steps)
+            return self._collect_arrays(found, callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         rollout_buffer.reset()
         if self.use_sde:
@@ -427,8 +459,8 @@ class PPO(SB3PPO):
         callback.on_rollout_end()
         return True
 
-    def _collect_arrays(self, venv: Any, monitor: VecMonitor | None, callback: BaseCallback,
-                        buf: MaskedRolloutBuffer, n_rollout_steps: int) -> bool:
+    def _collect_arrays(self, venv: Any, callback: BaseCallback, buf: MaskedRolloutBuffer,
+                        n_rollout_steps: int) -> bool:
         """The array-only rollout loop (``agents/collect.py``): the same transitions as
         :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays. On a
         :class:`~terrazero_env.wrappers.DoubleBufferedEnv` one half steps on its worker thread while
@@ -437,7 +469,7 @@ class PPO(SB3PPO):
         buf.reset()
         n = venv.num_envs
         if self.episode_tally is None or self.episode_tally.returns.shape != (n,):
-            self.episode_tally = EpisodeTally(n, monitor)
+            self.episode_tally = EpisodeTally(n)
         self.episode_tally.episode_log = self.ep_info_buffer  # SB3 and a resume replace the deque
         stage = getattr(self, "_obs_stage", None)
         if stage is None or stage.device != buf.observations.device:

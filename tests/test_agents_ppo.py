@@ -8,7 +8,7 @@ pytest.importorskip("stable_baselines3")
 
 import gymnasium as gym  # noqa: E402
 from stable_baselines3 import PPO as SB3PPO  # noqa: E402
-from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize  # noqa: E402
 from terrazero_env.agents import PPO, losses  # noqa: E402
 from terrazero_env.agents.ppo import MaskedRolloutBuffer  # noqa: E402
 from terrazero_env.wrappers import DPSA  # noqa: E402
@@ -247,11 +247,36 @@ def test_array_path_reproduces_the_sb3_adapter_path_exactly(sampler):
     for (name, p), q in zip(fast.policy.named_parameters(), slow.policy.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
     assert fast.popart_mean == slow.popart_mean
-    # The monitor's running returns continue the same way on both paths.
-    np.testing.assert_array_equal(fast.env.episode_returns, slow.env.episode_returns)
+    # The array path keeps its own running returns and lengths (no VecMonitor around its adapter);
+    # they continue the same way as the adapter path's VecMonitor.
+    assert not isinstance(fast.env, VecMonitor) and isinstance(slow.env, VecMonitor)
+    np.testing.assert_array_equal(fast.episode_tally.returns, slow.env.episode_returns)
+    np.testing.assert_array_equal(fast.episode_tally.lengths, slow.env.episode_lengths)
+    assert fast.episode_tally.count == slow.env.episode_count > 0
     # SB3's episode log (rollout/ep_rew_mean) holds the same episodes.
     assert len(fast.ep_info_buffer) == len(slow.ep_info_buffer) > 0
     assert [(e["r"], e["l"]) for e in fast.ep_info_buffer] == [(e["r"], e["l"]) for e in slow.ep_info_buffer]
+
+
+def test_a_checkpointed_monitor_state_goes_to_the_episode_tally():
+    """A checkpoint written while the array path's episode statistics lived in a ``VecMonitor``
+    restores into the bare adapter the trainer now builds, handing the monitor's counts back."""
+    from terrazero_env.agents.checkpoint import env_state, set_env_state
+    from terrazero_env.wrappers import SB3VecEnv
+
+    adapter = SB3VecEnv(DPSA(terrazero_env.make_vec(2, "quick", autoreset_mode="Disabled"), threshold=0.5,
+                             horizon=20))
+    adapter.reset()
+    n = adapter.num_envs
+    old = {"kind": "VecMonitor", "returns": np.arange(n, dtype=np.float32), "lengths": np.arange(n, dtype=np.int32),
+           "count": 7, "inner": env_state(adapter)}
+    handed = set_env_state(adapter, old)
+    np.testing.assert_array_equal(handed["returns"], old["returns"])
+    assert handed["count"] == 7
+    assert set_env_state(adapter, env_state(adapter)) is None
+    with pytest.raises(ValueError, match="VecMonitor"):
+        set_env_state(adapter.vector_env, old)
+    adapter.close()
 
 
 def test_popart_epoch_schedule_updates_once_per_epoch_and_preserves_outputs():

@@ -157,7 +157,7 @@ def test_overlapped_rollout_replays_through_the_halves_exactly():
 
     fresh = _overlapped_model()
     obs0 = fresh.env.reset()
-    vec = array_vector_env(fresh.env)[0]
+    vec = array_vector_env(fresh.env)
     assert isinstance(vec, DoubleBufferedEnv)
     np.testing.assert_array_equal(obs0, buf.observations[0].numpy())
     for t in range(buf.buffer_size):

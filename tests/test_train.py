@@ -153,6 +153,10 @@ def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path,
         _assert_same_tensors(ra["policy"], rb["policy"])
         assert ra["popart"] == rb["popart"] and ra["num_timesteps"] == rb["num_timesteps"]
         np.testing.assert_array_equal(ra["last_obs"], rb["last_obs"])
+        # The array path's own episode statistics (running returns, lengths, count) resume too.
+        for k in ("returns", "lengths", "count"):
+            np.testing.assert_array_equal(ra["episode_tally"][k], rb["episode_tally"][k])
+        assert [(e["r"], e["l"]) for e in ra["ep_info_buffer"]] == [(e["r"], e["l"]) for e in rb["ep_info_buffer"]]
     first = _load(a / "checkpoints" / "iter_000001" / "rank0.pt")["policy"]
     assert any(not torch.equal(first[k], ra["policy"][k]) for k in first)  # the updates did move
     PPO.load(b / "checkpoint.zip")

@@ -145,6 +145,11 @@ class SB3VecEnv(VecEnv):
         self._actions: np.ndarray | None = None
         super().__init__(vector_env.num_envs, vector_env.single_observation_space, action_space)
 
+    @property
+    def world_slots(self) -> int:
+        """Sub-envs per shared world (``metadata["slots_per_world"]``; 1: each sub-env is its own)."""
+        return self._world_slots
+
     def reset(self) -> VecEnvObs:
         options = self._options[0]
         if not all(other is options or other == options for other in self._options):
