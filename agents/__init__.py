@@ -10,10 +10,10 @@ imports torch.
 
 Importing this package sets ``THP_MEM_ALLOC_ENABLE=1`` (unless already set) so that torch's CPU
 allocator backs large tensors with transparent huge pages; it takes effect only when torch has not
-allocated a tensor yet (:func:`terrazero_env.train_options.prefer_huge_pages`).
+allocated a tensor yet (:func:`terrazero_env.config.train_options.prefer_huge_pages`).
 """
 
-from terrazero_env.train_options import prefer_huge_pages
+from terrazero_env.config.train_options import prefer_huge_pages
 
 prefer_huge_pages()  # THP_MEM_ALLOC_ENABLE=1 unless set: read by torch at its first allocation
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.vec_env import VecMonitor
 
-from terrazero_env.safe_files import UnsafeFileError, atomic_write, atomic_writer, read_text
+from terrazero_env.foundation.safe_files import UnsafeFileError, atomic_write, atomic_writer, read_text
 
 from ..wrappers.sb3 import SB3VecEnv
 

@@ -16,7 +16,7 @@ red-light, stop-line or comfort violation happened at least once; the return (su
 the progress, ``1 - d_end / d_start`` for the distance between the agent and its goal (from
 ``Engine.agents``), or 1 when the goal was reached (with ``goal_behavior: new_goal`` the agent then
 drives on to a new goal). Rates get a Wilson score interval, means a Student t interval; both, and
-the table, come from the torch-free :mod:`terrazero_env.metrics`.
+the table, come from the torch-free :mod:`terrazero_env.evaluation.metrics`.
 
 The closed-loop score's ego progress is relative to a reference (``progress_reference``): ``"idm"``
 (the default) replays each round from the same seeds with the scored agents handed to the IDM driver
@@ -39,10 +39,10 @@ import torch
 import terrazero_env
 from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.drivers import Driver
 from terrazero_env.envs.conventions import check_seed
-from terrazero_env.metrics import (
+from terrazero_env.evaluation.metrics import (
     PROGRESS_REFERENCES,
     RATES,
     closed_loop_metrics,
@@ -58,7 +58,7 @@ from .modelzip import PickleRefusedError, load_model
 from .policies import layout_from_env
 from .ppo import PPO
 
-# The interval and table helpers live in the torch-free ``terrazero_env.metrics``; they stay importable
+# The interval and table helpers live in the torch-free ``terrazero_env.evaluation.metrics``; they stay importable
 # from here because ``evaluate`` returns their rows.
 __all__ = ["RATES", "check_compatible", "check_progress_reference", "closed_loop_from", "compare_policies", "evaluate", "format_table", "load_checkpoint", "mean_interval", "resolve_run", "summarize",
            "t_quantile", "wilson_interval"]
@@ -176,7 +176,7 @@ def evaluate(model: Any, config: EngineConfig, episodes: int = 100, seed: int = 
     ``.gif`` (or ``.mp4`` with imageio-ffmpeg) of world 0 over the first round, from its reset until its
     last agent's episode ends; ``video_zoom``: half-width (m) of a window that follows the first live
     controlled agent (None: the whole map). ``closed_loop`` holds the per-episode closed-loop metrics
-    (:func:`terrazero_env.metrics.closed_loop_metrics`: the score, its terms and FAST's metrics);
+    (:func:`terrazero_env.evaluation.metrics.closed_loop_metrics`: the score, its terms and FAST's metrics);
     ``filmstrip``: a PNG of the ``filmstrip_episodes`` lowest-scoring episodes, 6 frames each.
     ``progress_reference``: what ego progress is measured against, ``"idm"`` or ``"limit"`` (see the
     module docstring); the result names it. ``replay``: a folder that receives a browser replay of
@@ -287,7 +287,7 @@ def _controller(model: Any, venv: Any, deterministic: bool,
 
 
 def check_progress_reference(name: str) -> None:
-    """``name`` must be one of :data:`terrazero_env.metrics.PROGRESS_REFERENCES`."""
+    """``name`` must be one of :data:`terrazero_env.evaluation.metrics.PROGRESS_REFERENCES`."""
     if name not in PROGRESS_REFERENCES:
         raise ValueError(f"progress reference must be one of {', '.join(PROGRESS_REFERENCES)}, got {name!r}")
 
@@ -304,7 +304,7 @@ def compare_policies(model_a: Any, model_b: Any, config: EngineConfig, episodes:
                      deterministic: bool = False, progress_reference: str = "idm", **kwargs: Any) -> dict[str, Any]:
     """Run ``model_a`` and ``model_b`` on the same episodes (``config`` and ``seed`` fix every world's
     scene, so episode i of A and of B start identically) and compare their closed-loop metrics pair by
-    pair (:func:`terrazero_env.metrics.compare`: means, A - B and its delete-one jackknife 95% interval).
+    pair (:func:`terrazero_env.evaluation.metrics.compare`: means, A - B and its delete-one jackknife 95% interval).
     ``kwargs`` go to :func:`evaluate` for A (e.g. ``filmstrip``); both use ``progress_reference``.
     ``replay``: a folder receiving A's replays under ``a/``, B's of the same episodes under ``b/`` and,
     per episode, a page playing both side by side in step (``vs_NNNN.html``, listed by ``index.html``);
@@ -512,7 +512,7 @@ def _worst_filmstrip(e: Any, per: dict[str, Any], score: np.ndarray, history: di
                      path: str | Path, count: int) -> str:
     """Draw the ``count`` lowest-scoring episodes (ties: the earliest) as 6 frames each, centred on the
     episode's agent, from the recorded ``Engine.agents`` snapshots."""
-    from terrazero_env.eval_plots import filmstrip
+    from terrazero_env.evaluation.plots import filmstrip
 
     worst = np.argsort(score, kind="stable")[:count]
     strips = []

@@ -5,7 +5,7 @@
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
         -m terrazero_env.agents.launch --preset planner --out runs/planner
 
-Every rank parses the same arguments (declared once in :mod:`terrazero_env.train_options`) and runs
+Every rank parses the same arguments (declared once in :mod:`terrazero_env.config.train_options`) and runs
 :func:`terrazero_env.agents.train.train_from_args`; rank 0 prints and writes the run folder.
 """
 
@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from terrazero_env.train_options import add_train_arguments
+from terrazero_env.config.train_options import add_train_arguments
 
 from .distributed import shutdown
 from .train import train_from_args

@@ -25,7 +25,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
-from terrazero_env.safe_files import UnsafeFileError, load_json
+from terrazero_env.foundation.safe_files import UnsafeFileError, load_json
 
 __all__ = ["MAX_BUFFER_BYTES", "MAX_ENTRY_RATIO", "SAFE_ENTRY", "PickleRefusedError", "add_safe_entry", "check_archive",
            "load_model", "pickled_attributes"]

@@ -13,7 +13,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 import terrazero_env
-from terrazero_env.safe_files import append_text
+from terrazero_env.foundation.safe_files import append_text
 
 from ..wrappers import DPSA, DoubleBufferedEnv, SamplingStats
 from .ppo import PPO

@@ -1,4 +1,4 @@
-"""Rollouts of a trained policy for :mod:`terrazero_env.realism` (``--policy RUN``).
+"""Rollouts of a trained policy for :mod:`terrazero_env.evaluation.realism` (``--policy RUN``).
 
 The policy drives the logged agents: each rollout is one world whose scene is the logged agents at
 the start of the future window (position, heading, speed, size), every agent of a class the run's

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from terrazero_env.safe_files import atomic_write, read_bytes, refuse_link
+from terrazero_env.foundation.safe_files import atomic_write, read_bytes, refuse_link
 
 from . import checkpoint as ckpt
 from .distributed import Sync

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from terrazero_env import safe_yaml
-from terrazero_env.config_checks import check_bool, check_float, check_int
-from terrazero_env.config_io import load_config, load_train_section
+from terrazero_env.config.io import load_config, load_train_section
+from terrazero_env.foundation import safe_yaml
+from terrazero_env.foundation.checks import check_bool, check_float, check_int
 
 from . import checkpoint as ckpt
 from .ppo import N_STEPS

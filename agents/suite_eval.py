@@ -2,12 +2,12 @@
 
     terrazero eval runs/quick --suite longtail --scenes 20 --json longtail.json
 
-For each family of the suite (:mod:`terrazero_env.suites`: the declarative specs, the seed scan that
+For each family of the suite (:mod:`terrazero_env.evaluation.suites`: the declarative specs, the seed scan that
 finds scenes where the ego meets the family's feature, and the table), this module rolls the policy
 out with deterministic actions on exactly those scenes, one kept episode per scene (the qualifying
 slot of a world reset with the scene's seed; the other controlled slots of that world drive too, under
 the same policy, but are not scored), through :func:`terrazero_env.agents.evaluate._rollouts`, and
-scores every episode with the nuPlan-style closed-loop score of :mod:`terrazero_env.metrics`. The
+scores every episode with the nuPlan-style closed-loop score of :mod:`terrazero_env.evaluation.metrics`. The
 run's config supplies observation, reward and kinematic settings, so the policy sees the layout it
 was trained on; the family supplies map, road users and agent counts. Ego progress is measured
 against the IDM driver from the same start (``progress_reference="idm"``, one extra rollout per
@@ -25,7 +25,7 @@ import torch
 
 import terrazero_env
 from terrazero_env.config import EngineConfig
-from terrazero_env.suites import family_config, family_row, find_scenes, get_suite, suite_mean
+from terrazero_env.evaluation.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
 from .evaluate import _controller, _rollouts, check_progress_reference, closed_loop_from, write_replays
 
@@ -39,7 +39,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
     """Evaluate ``model`` (anything with SB3's ``predict``, or a :class:`~terrazero_env.drivers.Driver`) on ``scenes`` qualifying scenes of every
     family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
     ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
-    [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.suites.family_row`).
+    [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.evaluation.suites.family_row`).
     ``on_family`` is called with each row as soon as it is ready; ``progress_reference``: ``"idm"`` or
     ``"limit"``, named in the result. ``replay``: a folder receiving each scene's browser replay
     (``FAMILY/scene_NNNN.tzr`` and ``.html``) and an ``index.html``, a row per family, each scene with

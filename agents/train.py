@@ -36,9 +36,9 @@ import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
 import terrazero_env
-from terrazero_env import safe_yaml
-from terrazero_env.config_io import dump_config
-from terrazero_env.safe_files import atomic_write, refuse_link
+from terrazero_env.config.io import dump_config
+from terrazero_env.foundation import safe_yaml
+from terrazero_env.foundation.safe_files import atomic_write, refuse_link
 
 from . import checkpoint as ckpt
 from .distributed import env_int, init_from_environment
@@ -149,7 +149,7 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
 
 def train_from_args(args: argparse.Namespace) -> Path:
     """Run the training command from options parsed by
-    :func:`terrazero_env.train_options.add_train_arguments` (``terrazero train`` and
+    :func:`terrazero_env.config.train_options.add_train_arguments` (``terrazero train`` and
     ``python -m terrazero_env.agents.launch``); ``--set KEY=VALUE`` values are read as YAML."""
     overrides: dict[str, Any] = {}
     for kv in args.set:

@@ -21,7 +21,7 @@ import numpy as np
 
 import terrazero_env
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 
 SCENE = {"slots_per_world": 16, "max_agents_per_world": 16, "init.num_agents": [16, 16],
          "consequences.collision": "none", "consequences.offroad": "none", "consequences.wrong_way": "none",

@@ -29,7 +29,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from terrazero_env.wrappers import DPSA, SGR, SamplingStats
 
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.envs.vector import TerraZeroVectorEnv
 from terrazero_env.maps import asset_path, load
 

@@ -47,7 +47,7 @@ from terrazero_env.agents.train import TrainSettings, build_model
 from terrazero_env.wrappers import SB3VecEnv
 
 import terrazero_env
-from terrazero_env.config_io import load_train_section
+from terrazero_env.config.io import load_train_section
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTERS = list(terrazero_env.engine.COUNTER_NAMES)

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from terrazero_env.train_options import prefer_huge_pages
+from terrazero_env.config.train_options import prefer_huge_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = {
@@ -82,7 +82,7 @@ def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) ->
     import torch
     from terrazero_env.agents.train import TrainSettings, build_model
 
-    from terrazero_env.config_io import load_train_section
+    from terrazero_env.config.io import load_train_section
 
     policy, ppo = POLICIES[row]
     ppo_extra, policy_extra = VARIANTS[variant]
@@ -113,7 +113,7 @@ def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) ->
 def pipeline(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from terrazero_env.config_io import load_config
+    from terrazero_env.config.io import load_config
 
     torch.set_num_threads(args.threads)
     cfg = load_config(args.preset)

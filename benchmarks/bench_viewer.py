@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.replay import ReplayRecorder
 from terrazero_env.viewer import write_viewer
 

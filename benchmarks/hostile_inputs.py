@@ -1,5 +1,5 @@
 """How fast and how cheaply each hostile input is refused: a resumed run, ``maps build``, ``eval``,
-``train --dataset``, ``--set``/``--config`` and ``python -m terrazero_env.realism`` on inputs of every
+``train --dataset``, ``--set``/``--config`` and ``python -m terrazero_env.evaluation.realism`` on inputs of every
 hardening class (tampered engine state, unbounded sizes, planted links and pointers, silent
 acceptance, one-line errors).
 
@@ -112,7 +112,7 @@ def cases(d: Path, base: Path) -> list[tuple[str, str, list[str], str, dict]]:
     from terrazero_env.maps import build, procedural, save
 
     out: list[tuple[str, str, list[str], str, dict]] = []
-    cli, realism = "terrazero_env.cli", "terrazero_env.realism"
+    cli, realism = "terrazero_env.cli", "terrazero_env.evaluation.realism"
     # 1. engine states beyond capacity, through a resumed run
     for key, value in (("buffer/n_agents", 10**6), ("buffer/slot_agent", 999)):
         run = _copy_run(base, d, f"state_{key.split('/')[1]}")

@@ -31,7 +31,7 @@ import numpy as np
 import yaml
 
 import terrazero_env
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_driver import ScriptedDriver  # noqa: E402

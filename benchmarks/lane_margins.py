@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 
 MOVEMENTS = ("none", "straight", "left", "right", "uturn")
 OFFSETS = (0.0, 0.3, 0.5, 0.7)

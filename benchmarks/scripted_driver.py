@@ -43,8 +43,8 @@ import numpy as np
 from terrazero_env.agents.evaluate import evaluate
 
 import terrazero_env
-from terrazero_env import safe_yaml
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
+from terrazero_env.foundation import safe_yaml
 
 NEEDED = ("rel_goal_pos", "speed", "vehicle_dims", "acceleration", "lane_state", "lateral_velocity", "road_curvature",
           "topology_goal_distance", "stop_line_ahead")

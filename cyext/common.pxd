@@ -89,7 +89,7 @@ cdef enum:
     N_COUNTERS = 7
 
 # Per-episode driving metrics of a controlled slot (columns of Engine.episode_metrics; metrics.pxd
-# owns their update, terrazero_env.metrics their meaning and the closed-loop score). Counts are
+# owns their update, terrazero_env.evaluation.metrics their meaning and the closed-loop score). Counts are
 # events or steps, distances metres, times seconds, speeds m/s; the last three columns are the
 # running state the update needs (contact last step, heading and yaw rate last step).
 cdef enum:

@@ -19,7 +19,7 @@ cdef class Engine:
     * ``agent_type`` int32 ``[W*K]`` (``AgentType``, -1 for an empty slot)
     * ``counters`` int32 ``[W*K, len(COUNTER_NAMES)]``, cumulative since the world's reset.
     * ``episode_metrics`` float32 ``[W*K, len(EPISODE_METRIC_NAMES)]``: per-episode driving metrics
-      since the world's reset (metrics.pxd; meanings in ``terrazero_env.metrics``).
+      since the world's reset (metrics.pxd; meanings in ``terrazero_env.evaluation.metrics``).
 
     ``valid[i]`` is True when slot i held a live controlled agent at the start of the last step (or
     after the last reset): its reward, flags and observation are meaningful. A slot whose agent
@@ -133,6 +133,7 @@ cdef class Engine:
     cdef double offroad_tol                  # m: EngineConfig.offroad_tolerance
     cdef bint lane_tracking                  # EngineConfig.lane_tracking (rules.lane_state_tracked)
     cdef double dt, wrong_way_angle, lane_max_dist, lane_align_cos, z_gate, agent_cell, noise_std, noise_clip, state_dropout
+    cdef int neighbour_mode                   # NEIGHBOURS_* (neighbours.pxd): how neighbour queries are answered
     cdef int horizon, conseq_collision, conseq_offroad, conseq_wrong_way, conseq_red_light, init_mode, goal_behavior
     cdef int n_min, n_max, tries, randomize_kin
     cdef double p_random, v0_lo, v0_hi, goal_lo, goal_hi, goal_fwd, clearance, kin_lo, kin_hi

@@ -10,7 +10,7 @@
 #: pairs of the sampled shares and rates and ``road_users.static_counts``; enums come as their codes.
 ENGINE_SETTINGS = (
     "num_worlds", "slots_per_world", "max_agents_per_world", "dt", "episode_length", "wrong_way_angle",
-    "offroad_tolerance", "lane_max_distance", "lane_align_angle", "lane_tracking",
+    "offroad_tolerance", "lane_max_distance", "lane_align_angle", "lane_tracking", "neighbour_search",
     "consequences.collision", "consequences.offroad", "consequences.wrong_way", "consequences.red_light",
     "classes.longest_extent",
     # observations (ObsLayout, the writers' layout, noise)
@@ -133,6 +133,9 @@ cdef _load_tables(Engine e, s, tb):
     e.lane_max_dist = s["lane_max_distance"]
     e.lane_align_cos = cos(s["lane_align_angle"])
     e.lane_tracking = s["lane_tracking"]
+    if s["neighbour_search"] not in (NEIGHBOURS_AUTO, NEIGHBOURS_GRID, NEIGHBOURS_SCAN):
+        raise ValueError(f"engine settings: neighbour_search must be a NEIGHBOURS_* code, got {s['neighbour_search']!r}")
+    e.neighbour_mode = s["neighbour_search"]
     e.z_gate = s["obs.z_gate"]
     e.conseq_collision = s["consequences.collision"]
     e.conseq_offroad = s["consequences.offroad"]

@@ -13,7 +13,7 @@ and acceleration onsets, comfort extrema and steps outside nuPlan's comfort boun
 stop-sign and yellow-light passages; at-fault onsets with static objects only (nuPlan's collision
 partner classes) and the largest excursion of the box beyond the drivable area (``rules.offroad_excursion``,
 measured by the rule checks). It only reads agents: observations and rewards do not change.
-The meaning of every column and the score built from them live in ``terrazero_env.metrics``.
+The meaning of every column and the score built from them live in ``terrazero_env.evaluation.metrics``.
 """
 
 from libc.math cimport sqrt, fabs, cos, sin, atan2, INFINITY

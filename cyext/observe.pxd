@@ -21,6 +21,7 @@ from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NON
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF, SLC_SIGNAL)
 from rng cimport Rng, rng_uniform, rng_normal
+from neighbours cimport grid_pays, grid_within
 
 
 # Categorical agent type of tables 9 and 10 (0 is left for padding).
@@ -363,10 +364,55 @@ cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, P
     idxbuf[best] = ti
 
 
+cdef inline bint _nearer(double da, int ia, double db, int ib) noexcept nogil:
+    """(distance, index) order: nearer first, ties by the lower index."""
+    return da < db or (da == db and ia < ib)
+
+
+cdef inline void _sift_down(double* d2buf, int* idxbuf, Py_ssize_t i, Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t c
+    cdef double td = d2buf[i]
+    cdef int ti = idxbuf[i]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _nearer(d2buf[c + 1], idxbuf[c + 1], d2buf[c], idxbuf[c]):
+            c += 1
+        if not _nearer(d2buf[c], idxbuf[c], td, ti):
+            break
+        d2buf[i] = d2buf[c]
+        idxbuf[i] = idxbuf[c]
+        i = c
+    d2buf[i] = td
+    idxbuf[i] = ti
+
+
+cdef inline void nearest_heap(double* d2buf, int* idxbuf, Py_ssize_t m) noexcept nogil:
+    """Arrange ``m`` candidates as a binary min-heap in (distance, index) order, in O(m): then
+    ``nearest_pop`` hands them out nearest first, each in O(log m), in the order a full sort gives
+    (the key is a total order), for as many as the caller takes."""
+    cdef Py_ssize_t i
+    for i in range(m // 2 - 1, -1, -1):
+        _sift_down(d2buf, idxbuf, i, m)
+
+
+cdef inline int nearest_pop(double* d2buf, int* idxbuf, Py_ssize_t size) noexcept nogil:
+    """The nearest candidate of a heap of ``size`` (> 0), removed: the heap keeps ``size - 1``."""
+    cdef int j = idxbuf[0]
+    d2buf[0] = d2buf[size - 1]
+    idxbuf[0] = idxbuf[size - 1]
+    _sift_down(d2buf, idxbuf, 0, size - 1)
+    return j
+
+
 cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L, Agent* agents, Py_ssize_t n,
-                               Py_ssize_t self_i, double* d2buf, int* idxbuf, int prev_count) noexcept nogil:
-    """The nearest live agents within the radius and z gate, nearest first (table 10). Returns how
-    many were written."""
+                               Py_ssize_t self_i, double* d2buf, int* idxbuf, int prev_count,
+                               const int* grid_head, const int* grid_next, double cell,
+                               int neighbour_mode, double map_area) noexcept nogil:
+    """The nearest live agents within the radius and z gate, nearest first, ties by index (table 10).
+    Candidates come from the agent grid where it pays (``neighbours.grid_pays``; the same agents as
+    a scan). Returns how many were written."""
     cdef Agent* a = &agents[self_i]
     cdef Agent* p
     cdef Py_ssize_t j, k, m = 0
@@ -374,24 +420,30 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
     cdef int count = 0
     cdef Py_ssize_t base
     cdef double v[PARTNER_WIDTH]
-    for j in range(n):
-        p = &agents[j]
-        if j == self_i or not p.alive:
-            continue
-        dx = p.x - a.x
-        dy = p.y - a.y
-        d2 = dx * dx + dy * dy
-        if d2 <= L.radius2 and fabs(p.z - a.z) <= L.z_gate:
-            d2buf[m] = d2
-            idxbuf[m] = <int>j
-            m += 1
-    for k in range(m):
-        if count >= L.max_n:
-            break
-        select_next_nearest(d2buf, idxbuf, k, m)
+    if grid_pays(neighbour_mode, n, L.radius, cell, map_area):
+        m = grid_within(agents, self_i, a.x, a.y, a.z, L.radius, L.radius2, L.z_gate, grid_head, grid_next, cell,
+                        d2buf, idxbuf)
+    else:
+        for j in range(n):
+            p = &agents[j]
+            if j == self_i or not p.alive:
+                continue
+            dx = p.x - a.x
+            dy = p.y - a.y
+            d2 = dx * dx + dy * dy
+            if d2 <= L.radius2 and fabs(p.z - a.z) <= L.z_gate:
+                d2buf[m] = d2
+                idxbuf[m] = <int>j
+                m += 1
+    # Nearest first through a heap: O(m + max_n log m) where a selection sort costs O(max_n m), which
+    # in a dense world (hundreds of candidates within the radius) was the step's largest cost.
+    nearest_heap(d2buf, idxbuf, m)
+    while m > 0 and count < L.max_n:
+        j = nearest_pop(d2buf, idxbuf, m)
+        m -= 1
         if L.dropout > 0 and rng_uniform(o.rng) < L.dropout:
             continue
-        p = &agents[idxbuf[k]]
+        p = &agents[j]
         dx = p.x - a.x
         dy = p.y - a.y
         base = row + L.start + count * L.width

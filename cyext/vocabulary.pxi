@@ -90,7 +90,7 @@ STATIC_GENERATORS = _ordered("static generators", (
 COUNTER_NAMES = _ordered("counters", (
     (CNT_COLLISION, "collision"), (CNT_OFFROAD, "offroad"), (CNT_WRONG_WAY, "wrong_way"), (CNT_GOAL, "goal_reached"),
     (CNT_COMFORT, "comfort_violations"), (CNT_STOP_LINE, "stop_line"), (CNT_RED_LIGHT, "red_light")), N_COUNTERS)
-#: Columns of ``Engine.episode_metrics`` (metrics.pxd; meanings in ``terrazero_env.metrics``).
+#: Columns of ``Engine.episode_metrics`` (metrics.pxd; meanings in ``terrazero_env.evaluation.metrics``).
 EPISODE_METRIC_NAMES = _ordered("episode metrics", (
     (EM_STEPS, "steps"), (EM_COLLISIONS, "collisions"), (EM_AT_FAULT_COLLISIONS, "at_fault_collisions"),
     (EM_MAX_IMPACT_SPEED, "max_impact_speed"), (EM_MIN_TTC, "min_ttc"), (EM_TTC_STEPS, "ttc_violation_steps"),
@@ -162,6 +162,9 @@ TYPE_CODES = tuple(type_code(c) for c in range(N_CLASSES))
 #: The observation's categorical type codes by name.
 OBS_TYPES = {"vehicle": OBS_TYPE_VEHICLE, "pedestrian": OBS_TYPE_PEDESTRIAN, "cyclist": OBS_TYPE_CYCLIST,
              "static_vehicle": OBS_TYPE_STATIC_VEHICLE, "cone": OBS_TYPE_CONE, "debris": OBS_TYPE_DEBRIS}
+#: How neighbour queries are answered (``EngineConfig.neighbour_search``, lower-case there).
+NEIGHBOUR_SEARCH = _ordered("neighbour search", (
+    (NEIGHBOURS_AUTO, "AUTO"), (NEIGHBOURS_GRID, "GRID"), (NEIGHBOURS_SCAN, "SCAN")), 3)
 #: Partner type code of each static-actor kind (``STATIC_KINDS`` order; NONE: the class decides).
 KIND_CODES = tuple(kind_code(CLS_CAR, k) for k in range(N_KINDS))
 #: Values per entity of each observation group (partners without the optional acceleration pair).
@@ -180,5 +183,5 @@ VOCABULARY = {
     "reward_params": REWARD_PARAMS, "class_params": CLASS_PARAMS, "reward_terms": REWARD_TERMS,
     "step_events": STEP_EVENTS, "movers": MOVERS,
     "crossing_groups": CROSSING_GROUPS, "pedestrian_stats": PEDESTRIAN_STATS,
-    "static_kinds": STATIC_KINDS, "static_generators": STATIC_GENERATORS,
+    "static_kinds": STATIC_KINDS, "static_generators": STATIC_GENERATORS, "neighbour_search": NEIGHBOUR_SEARCH,
 }

@@ -257,7 +257,9 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
         if e.partners.max_n > 0:
             e.prev_np[r] = write_partners(&out, r * e.obs_dim, &e.partners, &e.agents[base],
                                              e.n_agents[w], i, &e.d2buf[base], &e.idxbuf[base],
-                                             e.prev_np[r])
+                                             e.prev_np[r], &e.grid_head[w * AGENT_BUCKETS],
+                                             &e.grid_next[base], e.agent_cell, e.neighbour_mode,
+                                             (m.xmax - m.xmin) * (m.ymax - m.ymin))
         if e.road.max_n > 0:
             e.prev_nr[r] = write_road(&out, r * e.obs_dim, &e.road, &m.obs, a, e.prev_nr[r])
         if e.traffic.max_n > 0:

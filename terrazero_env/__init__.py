@@ -8,7 +8,7 @@ from . import maps
 from ._build_info import build_info
 from ._version import __version__
 from .config import EngineConfig
-from .config_io import load_config
+from .config.io import load_config
 from .envs import DriveEnv, aec_env, make_vec, parallel_env, register
 
 #: PettingZoo convention: ``env()`` is the AEC form, ``parallel_env()`` the parallel one.

@@ -27,13 +27,20 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .config.train_options import (
+    SEED,
+    THREADS,
+    add_train_arguments,
+    int_in,
+    positive_float,
+    prefer_huge_pages,
+)
 from .drivers import DRIVERS
+from .evaluation.metrics import PROGRESS_REFERENCES
+from .evaluation.suites import SUITES
 from .maps import MapValidationError, TerrabinError, build
 from .maps.analysis import summary
 from .maps.sources import bundled_maps, load_built, load_source, regenerate
-from .metrics import PROGRESS_REFERENCES
-from .suites import SUITES
-from .train_options import SEED, THREADS, add_train_arguments, int_in, positive_float, prefer_huge_pages
 
 if TYPE_CHECKING:
 
@@ -123,7 +130,7 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import engine as core
-    from .config_io import load_config
+    from .config.io import load_config
     from .render import RolloutRecorder
 
     if args.output is None and args.replay is None:
@@ -190,7 +197,7 @@ def _eval_subjects(args: argparse.Namespace):
 
     from terrazero_env.agents.evaluate import resolve_run
 
-    from .config_io import load_config
+    from .config.io import load_config
 
     if (args.checkpoint is None) == (args.driver is None):
         raise ValueError("name what to evaluate: a run (checkpoint .zip, run directory or checkpoint folder) "
@@ -233,7 +240,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     from terrazero_env.agents.evaluate import compare_policies, evaluate, format_table
 
-    from .metrics import format_closed_loop, format_comparison
+    from .evaluation.metrics import format_closed_loop, format_comparison
 
     if args.chart is not None and args.vs is None:
         raise ValueError("--chart draws a --vs comparison: name a second run or driver with --vs")
@@ -272,7 +279,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(format_comparison(out["comparison"], "A", "B"))
         _print_replays(out, args.replay)
         if args.chart:
-            from .eval_plots import comparison_chart
+            from .evaluation.plots import comparison_chart
 
             print(f"wrote {comparison_chart(out['comparison'], args.chart, 'A', 'B')}")
         if "filmstrip" in out["a"]:
@@ -320,7 +327,7 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
     it finishes, then the mean."""
     from terrazero_env.agents.suite_eval import evaluate_suite
 
-    from .suites import format_suite, get_suite
+    from .evaluation.suites import format_suite, get_suite
 
     model = _eval_model(subject, args)
     scenes = 20 if args.scenes is None else args.scenes
@@ -393,7 +400,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
 
 def _yaml_value(text: str, key: str = "value"):
-    from . import safe_yaml
+    from .foundation import safe_yaml
 
     return safe_yaml.load(text, f"--set {key}")
 
@@ -524,7 +531,7 @@ def make_parser() -> argparse.ArgumentParser:
                     help="6 frames of each of the 3 lowest-scoring episodes (of A with --vs)")
     ev.add_argument("--suite", default=None, choices=sorted(SUITES),
                     help="evaluate on a suite of scenario families instead (longtail: the eight InterPlan-like "
-                         "families; see terrazero_env.suites), deterministic actions, one row per family")
+                         "families; see terrazero_env.evaluation.suites), deterministic actions, one row per family")
     ev.add_argument("--progress-reference", choices=PROGRESS_REFERENCES, default="idm",
                     help="what the score's ego progress is measured against: idm (default), the IDM driver "
                          "from the same start in the same scene (one extra rollout per round), or limit, a "

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import _engine
-from .config import REWARD_PARAMS, VIOLATIONS, Consequence, EngineConfig
-from .config_checks import check_float, check_int
+from .config import NEIGHBOUR_SEARCH, REWARD_PARAMS, VIOLATIONS, Consequence, EngineConfig
+from .foundation.checks import check_float, check_int
 from .maps import Dataset, MapData, build, validate_built
 from .maps.conflicts import lane_conflicts
 from .maps.signal_plan import logged_head_states, signal_plan
@@ -230,6 +230,7 @@ def engine_settings(config: EngineConfig) -> dict[str, Any]:
         "num_worlds", "slots_per_world", "max_agents_per_world", "dt", "episode_length", "wrong_way_angle",
         "offroad_tolerance", "lane_max_distance", "lane_align_angle", "lane_tracking")}
     s.update({f"consequences.{k}": int(c.consequences.get(k, Consequence.NONE)) for k in VIOLATIONS})
+    s["neighbour_search"] = NEIGHBOUR_SEARCH.index(c.neighbour_search)
     s["classes.longest_extent"] = max(max(spec.length[1], spec.width[1]) for spec in c.classes.values())
     s.update({f"obs.{k}": getattr(o, k) for k in _OBS_SETTINGS})
     s.update({f"init.{k}": getattr(ini, k) for k in _INIT_SETTINGS})

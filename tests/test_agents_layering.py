@@ -45,7 +45,7 @@ def test_the_check_catches_a_cli_import(tmp_path):
 
 
 def test_cli_metrics_and_train_options_import_without_torch():
-    code = ("import sys, terrazero_env.cli, terrazero_env.metrics, terrazero_env.train_options; "
+    code = ("import sys, terrazero_env.cli, terrazero_env.evaluation.metrics, terrazero_env.config.train_options; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

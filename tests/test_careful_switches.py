@@ -26,7 +26,7 @@ from terrazero_env.config import (
     SpeedLimitSource,
     VelAlignForm,
 )
-from terrazero_env.config_io import config_from_dict, config_to_dict
+from terrazero_env.config.io import config_from_dict, config_to_dict
 from terrazero_env.maps import Handedness, Intersections, Lanes, MapData, Polylines, build
 
 NONE = {"collision": Consequence.NONE, "offroad": Consequence.NONE, "wrong_way": Consequence.NONE}
@@ -540,7 +540,7 @@ def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     import importlib.util
     from pathlib import Path
 
-    from terrazero_env.config_io import apply_overrides, load_config, load_train_section
+    from terrazero_env.config.io import apply_overrides, load_config, load_train_section
 
     root = Path(__file__).resolve().parent.parent
     spec = importlib.util.spec_from_file_location("ablate_careful", root / "benchmarks" / "ablate_careful.py")

@@ -105,7 +105,7 @@ def test_evaluate_refuses_seeds_that_would_alias(seed, error):
     other seeds' episodes, and a float is not truncated."""
     from terrazero_env.agents.evaluate import evaluate
 
-    from terrazero_env.config_io import load_config
+    from terrazero_env.config.io import load_config
 
     with pytest.raises(error, match="seed"):
         evaluate(None, load_config("quick"), episodes=1, seed=seed)

@@ -10,7 +10,7 @@ from terrazero_env.wrappers import DPSA, DoubleBufferedEnv
 from terrazero_env.wrappers.double_buffer import join_infos
 
 import terrazero_env
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 
 
 def _half(num_worlds=2):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.envs.engine_api import (
     ClosableEngine,
     MapAssigningEngine,

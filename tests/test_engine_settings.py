@@ -9,7 +9,7 @@ import pytest
 
 from terrazero_env import _engine
 from terrazero_env.config import EngineConfig
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.engine import Engine, engine_settings, engine_tables, road_map
 
 #: Config fields that reach the engine in another form than their own key: through the tables

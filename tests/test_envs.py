@@ -12,7 +12,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import terrazero_env
-from terrazero_env.config_io import (
+from terrazero_env.config.io import (
     apply_overrides,
     config_from_dict,
     config_to_dict,

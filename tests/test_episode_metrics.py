@@ -10,7 +10,7 @@ from conftest import straight_road
 
 from terrazero_env import engine as core
 from terrazero_env.config import AgentType, Consequence, EngineConfig, InitConfig
-from terrazero_env.metrics import EPISODE_METRICS
+from terrazero_env.evaluation.metrics import EPISODE_METRICS
 
 NONE = {"collision": Consequence.NONE, "offroad": Consequence.NONE, "wrong_way": Consequence.NONE}
 COL = {name: i for i, name in enumerate(core.EPISODE_METRIC_NAMES)}

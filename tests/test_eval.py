@@ -26,7 +26,7 @@ from terrazero_env.agents.policies import layout_from_env
 
 import terrazero_env
 from terrazero_env.cli import main
-from terrazero_env.config_io import dump_config, load_config
+from terrazero_env.config.io import dump_config, load_config
 
 torch.set_num_threads(1)
 

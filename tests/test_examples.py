@@ -79,7 +79,7 @@ def test_cli_train_prints_progress_and_leaves_a_loadable_checkpoint(tmp_path):
 
     model = PPO.load(tmp_path / "checkpoint.zip")
     assert model.num_timesteps >= 512
-    from terrazero_env.config_io import load_config
+    from terrazero_env.config.io import load_config
 
     assert load_config(tmp_path / "config.yaml").num_worlds == 2
 

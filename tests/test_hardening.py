@@ -331,10 +331,11 @@ def test_a_size_like_setting_beyond_its_bound_is_refused_before_allocating(case)
     code, fragment = SIZE_CASES[case]
     r = run_child(f"""
         import resource, time
-        from terrazero_env import load_config, safe_yaml
+        from terrazero_env import load_config
+        from terrazero_env.foundation import safe_yaml
         from terrazero_env import engine as core
         from terrazero_env.maps import procedural
-        from terrazero_env.realism import realism_table
+        from terrazero_env.evaluation.realism import realism_table
         t = time.perf_counter()
         try:
             {code}
@@ -361,7 +362,7 @@ def test_a_fifo_in_a_dataset_folder_is_refused_without_blocking(tmp_path):
 
 
 def test_safe_files_read_only_regular_files_within_their_limit(tmp_path):
-    from terrazero_env.safe_files import UnsafeFileError, load_json, read_text
+    from terrazero_env.foundation.safe_files import UnsafeFileError, load_json, read_text
 
     big = tmp_path / "big.json"
     big.write_text("[" * 100 + "]" * 100)
@@ -397,7 +398,7 @@ def test_maps_build_neither_follows_a_planted_temporary_link_nor_writes_through_
 
 
 def test_atomic_write_leaves_no_temporary_file_on_failure_and_keeps_the_old_content(tmp_path):
-    from terrazero_env.safe_files import atomic_writer
+    from terrazero_env.foundation.safe_files import atomic_writer
 
     target = tmp_path / "f.bin"
     target.write_bytes(b"old")
@@ -609,7 +610,7 @@ REALISM_CASES = [
 
 @pytest.mark.parametrize("argv,fragment", REALISM_CASES, ids=[" ".join(a) for a, _ in REALISM_CASES])
 def test_every_bad_argument_of_the_realism_module_is_one_line_and_exit_2(argv, fragment):
-    r = run_child("", args=["-m", "terrazero_env.realism", *argv], timeout=60)
+    r = run_child("", args=["-m", "terrazero_env.evaluation.realism", *argv], timeout=60)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
-    assert lines[0].startswith("python -m terrazero_env.realism: error:") and fragment in lines[0], lines[0]
+    assert lines[0].startswith("python -m terrazero_env.evaluation.realism: error:") and fragment in lines[0], lines[0]

@@ -16,9 +16,9 @@ from terrazero_env.agents.evaluate import evaluate, load_checkpoint
 import terrazero_env
 from terrazero_env import engine as core
 from terrazero_env.config import AgentType, Consequence, EngineConfig, IdmConfig, InitConfig
-from terrazero_env.config_io import dump_config, load_config
+from terrazero_env.config.io import dump_config, load_config
+from terrazero_env.evaluation.metrics import MIN_PROGRESS_RATIO, PROGRESS_FLOOR, closed_loop_metrics
 from terrazero_env.maps import build
-from terrazero_env.metrics import MIN_PROGRESS_RATIO, PROGRESS_FLOOR, closed_loop_metrics
 
 torch.set_num_threads(1)
 

@@ -17,8 +17,8 @@ from conftest import straight_road, tiny_junction
 
 from terrazero_env import engine as core
 from terrazero_env import load_config
-from terrazero_env.class_config import DynamicsModel
 from terrazero_env.config import AgentType, Consequence, EngineConfig, InitConfig
+from terrazero_env.config.classes import DynamicsModel
 from terrazero_env.maps import asset_path, build, load, load_source
 
 NONE = {"collision": Consequence.NONE, "offroad": Consequence.NONE, "wrong_way": Consequence.NONE}

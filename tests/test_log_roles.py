@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from terrazero_env import engine as core
 from terrazero_env.config import EngineConfig, InitConfig, LogRoles
-from terrazero_env.config_io import apply_overrides, config_from_dict, config_to_dict
+from terrazero_env.config.io import apply_overrides, config_from_dict, config_to_dict
 from terrazero_env.maps import AgentType, Handedness, Intersections, Lanes, MapData, Polylines, Tracks, build
 
 ROLE = {n: i for i, n in enumerate(core.ROLES)}

@@ -1,4 +1,4 @@
-"""``terrazero_env.metrics``: the evaluation intervals match scipy's, the rows and table report a
+"""``terrazero_env.evaluation.metrics``: the evaluation intervals match scipy's, the rows and table report a
 counter the engine lacks instead of inventing it, and the module works without torch."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from terrazero_env import engine as core
-from terrazero_env.metrics import (
+from terrazero_env.evaluation.metrics import (
     CLOSED_LOOP_METRICS,
     EPISODE_METRICS,
     closed_loop_metrics,
@@ -82,7 +82,7 @@ def test_a_counter_the_engine_lacks_is_reported_not_invented():
 
 
 def test_metrics_import_without_torch():
-    code = ("import sys; import terrazero_env.metrics as m; m.summarize({'events': {}, 'progress': [1.0], "
+    code = ("import sys; import terrazero_env.evaluation.metrics as m; m.summarize({'events': {}, 'progress': [1.0], "
             "'return': [0.0]}); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -15,8 +15,8 @@ from shapely.geometry import Point, Polygon, box
 
 from terrazero_env import engine as core
 from terrazero_env.config import AgentType, Consequence, EngineConfig, InitConfig, StaticKind
+from terrazero_env.evaluation.metrics import EPISODE_METRICS, closed_loop_metrics
 from terrazero_env.maps import Intersections, Lanes, MapData, Polygons, Polylines, build
-from terrazero_env.metrics import EPISODE_METRICS, closed_loop_metrics
 
 NONE = {"collision": Consequence.NONE, "offroad": Consequence.NONE, "wrong_way": Consequence.NONE}
 COL = {name: i for i, name in enumerate(core.EPISODE_METRIC_NAMES)}

@@ -19,7 +19,7 @@ import shapely
 
 from terrazero_env import engine as core
 from terrazero_env.config import CrossingGroup, PedestrianConfig
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.engine import orca_solve_batch, orca_step_batch
 from terrazero_env.maps import load_source
 

@@ -1,4 +1,4 @@
-"""WOSAC-style realism (terrazero_env.realism) on the bundled logged scenario usa_us101 (12.9 s of
+"""WOSAC-style realism (terrazero_env.evaluation.realism) on the bundled logged scenario usa_us101 (12.9 s of
 NGSIM tracks) with WOSAC's window, 1.1 s of history and 8 s driven: the logged replay reaches the
 largest likelihood the smoothed histograms allow, and the baselines score below it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from terrazero_env.realism import ALPHA, BINS, WEIGHTS, format_realism, realism_table
+from terrazero_env.evaluation.realism import ALPHA, BINS, WEIGHTS, format_realism, realism_table
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_edge_distance_in_blocks_matches_shapely_and_one_block():
     (the blocks bound its memory on scenes with thousands of edge segments)."""
     import shapely
 
-    from terrazero_env import realism as rz
+    from terrazero_env.evaluation import realism as rz
 
     rng = np.random.default_rng(5)
     pts = rng.normal(size=(300, 2)) * 40

@@ -1,4 +1,4 @@
-"""``python -m terrazero_env.realism --policy RUN``: a checkpoint drives the logged agents of an
+"""``python -m terrazero_env.evaluation.realism --policy RUN``: a checkpoint drives the logged agents of an
 imported WOMD scene and is scored beside the baselines."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from terrazero_env.agents.realism_rollouts import policy_rollouts  # noqa: E402
 from womd_scenes import scene  # noqa: E402
 
 import terrazero_env  # noqa: E402
-from terrazero_env.config_io import dump_config, load_config  # noqa: E402
+from terrazero_env.config.io import dump_config, load_config  # noqa: E402
+from terrazero_env.evaluation.realism import WEIGHTS, main, realism_table  # noqa: E402
 from terrazero_env.maps import build  # noqa: E402
 from terrazero_env.maps.convert import womd  # noqa: E402
 from terrazero_env.maps.terrabin import save  # noqa: E402
-from terrazero_env.realism import WEIGHTS, main, realism_table  # noqa: E402
 
 torch.set_num_threads(1)
 

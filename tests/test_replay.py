@@ -13,7 +13,7 @@ import pytest
 
 import terrazero_env
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.replay import (
     HEADING_UNIT,
     MAGIC,

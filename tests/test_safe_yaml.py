@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import terrazero_env
-from terrazero_env import safe_yaml
+from terrazero_env.foundation import safe_yaml
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefghijkl", "bcdefghijklm"))

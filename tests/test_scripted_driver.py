@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.envs import TerraZeroVectorEnv
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from terrazero_env.config import (
     StaticGenerator,
     StaticKind,
 )
-from terrazero_env.config_io import config_from_dict, config_to_dict
+from terrazero_env.config.io import config_from_dict, config_to_dict
 
 NONE = {k: Consequence.NONE for k in ("collision", "offroad", "wrong_way")}
 GENERATORS = [g.name.lower() for g in StaticGenerator]
@@ -220,7 +220,7 @@ def test_idm_share_and_worker_probability_ranges_are_drawn_per_world():
     """``idm_fraction`` and ``worker_prob`` given as ``(min, max)`` give each world its own share at
     reset, inside the range, and the IDM share decides how many background vehicles are IDM-driven;
     fixed values are used as they are."""
-    from terrazero_env.config_io import load_config
+    from terrazero_env.config.io import load_config
     role = {name: k for k, name in enumerate(core.ROLES)}
     cfg = load_config("quick", num_worlds=24, maps=["grid_town"], max_agents_per_world=40, **{
         "init.num_agents": [30, 30], "road_users.idm_fraction": [0.0, 1.0], "road_users.worker_prob": [0.2, 0.4],

@@ -1,4 +1,4 @@
-"""The long-tail evaluation suite (``terrazero_env.suites``, ``terrazero eval RUN --suite longtail``):
+"""The long-tail evaluation suite (``terrazero_env.evaluation.suites``, ``terrazero eval RUN --suite longtail``):
 every family's scenes really hold its feature, scene seeds are deterministic, the predicates reject
 features that are not in the ego's way, and the CLI prints a row per family."""
 
@@ -16,8 +16,8 @@ import terrazero_env
 from terrazero_env import engine as core
 from terrazero_env.cli import main
 from terrazero_env.config import StaticKind
-from terrazero_env.config_io import dump_config, load_config
-from terrazero_env.suites import (
+from terrazero_env.config.io import dump_config, load_config
+from terrazero_env.evaluation.suites import (
     LONGTAIL,
     ROLE_IDM,
     ROLE_JAYWALKER,
@@ -248,7 +248,7 @@ def test_suite_options_that_do_not_fit_exit_2_naming_them(run_dir, capsys, argv,
 
 
 def test_family_row_means_the_episodes_and_clips_the_score_interval_to_its_range():
-    from terrazero_env.suites import family_row, format_suite, suite_mean
+    from terrazero_env.evaluation.suites import family_row, format_suite, suite_mean
 
     fam = FAMILIES["accident_site"]
     closed = {"score": [0.0, 0.0, 0.0, 60.0], "no_at_fault_collision": [1, 0, 0, 1],

@@ -9,7 +9,7 @@ import pytest
 from terrazero_env.agents.ppo import PPO
 from terrazero_env.agents.train import TrainSettings
 
-from terrazero_env.config_io import load_train_section
+from terrazero_env.config.io import load_train_section
 
 PPO_DEFAULTS = {k: p.default for k, p in inspect.signature(PPO.__init__).parameters.items()
                 if p.default is not inspect.Parameter.empty}

@@ -22,7 +22,7 @@ from terrazero_env.agents.modelzip import SAFE_ENTRY, PickleRefusedError
 
 import terrazero_env
 from terrazero_env.cli import main
-from terrazero_env.config_io import dump_config, load_config
+from terrazero_env.config.io import dump_config, load_config
 from terrazero_env.maps import MapValidationError, load_source
 
 SMALL = {"ego_hidden": 16, "entity_hidden": 16, "trunk": (32, 32)}

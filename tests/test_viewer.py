@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from terrazero_env import engine as core
-from terrazero_env.config_io import load_config
+from terrazero_env.config.io import load_config
 from terrazero_env.render import with_kinds
 from terrazero_env.replay import HEADING_UNIT, POS_UNIT, ReplayRecorder, load_replay
 from terrazero_env.viewer import index_html, serve, viewer_html, write_viewer

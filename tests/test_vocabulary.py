@@ -13,8 +13,9 @@ from enum import IntEnum
 import numpy as np
 import pytest
 
-from terrazero_env import config, metrics
+from terrazero_env import config
 from terrazero_env import engine as core
+from terrazero_env.evaluation import metrics
 from terrazero_env.maps import schema, signal_plan
 
 
@@ -41,6 +42,7 @@ MIRRORS = {
     "static_generators": lambda: _by_value(config.StaticGenerator),
     "class_params": lambda: config.CLASS_PARAM_COLUMNS,
     "episode_metrics": lambda: metrics.EPISODE_METRICS,
+    "neighbour_search": lambda: tuple(n.upper() for n in config.NEIGHBOUR_SEARCH),
 }
 
 

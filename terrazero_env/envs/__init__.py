@@ -12,7 +12,7 @@ from typing import Any
 from gymnasium.vector import AutoresetMode
 
 from ..config import EngineConfig
-from ..config_io import load_config
+from ..config.io import load_config
 from ..maps import Dataset
 from .conventions import EnvClosedError, check_overrides
 from .multi import ParallelDriveEnv, aec_env, parallel_env

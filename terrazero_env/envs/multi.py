@@ -22,7 +22,7 @@ from pettingzoo.utils import parallel_to_aec
 
 from .. import engine as core
 from ..config import EngineConfig
-from ..config_io import load_config
+from ..config.io import load_config
 from .conventions import (
     check_action,
     check_overrides,

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import engine as core
 from ..config import EngineConfig
-from ..config_io import load_config
+from ..config.io import load_config
 from .conventions import (
     check_action,
     check_overrides,

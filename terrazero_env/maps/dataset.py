@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import safe_yaml
-from ..safe_files import UnsafeFileError, load_json, read_text
+from ..foundation import safe_yaml
+from ..foundation.safe_files import UnsafeFileError, load_json, read_text
 from .schema import MapData
 from .terrabin import load, read_sections
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import safe_files
+from ..foundation import safe_files
 from .builder import MapValidationError
 from .schema import (
     AgentType,

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .. import safe_yaml
+from ..foundation import safe_yaml
 from . import procedural
 from .builder import MapValidationError, build, validate_built
 from .jsonmap import load_json

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..safe_files import UnsafeFileError, atomic_writer, load_json, read_array
+from ..foundation.safe_files import UnsafeFileError, atomic_writer, load_json, read_array
 from .schema import (
     Handedness,
     Intersections,

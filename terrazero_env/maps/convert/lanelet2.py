@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ...safe_files import load_json, read_text
+from ...foundation.safe_files import load_json, read_text
 from ..builder import MapValidationError
 from ..polyline import normalized_arc, resample_at
 from ..schema import (

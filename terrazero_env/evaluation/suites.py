@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import EngineConfig, RoadUsersConfig, StaticKind
-from .maps.schema import AgentType
+from ..config import EngineConfig, RoadUsersConfig, StaticKind
+from ..maps.schema import AgentType
 
 __all__ = ["SUITES", "SUITE_COLUMNS", "Family", "Scene", "family_config", "family_row", "find_scenes", "format_suite",
            "get_suite", "scene_seed", "suite_mean"]
@@ -246,7 +246,7 @@ def find_scenes(base: EngineConfig, family: Family, count: int, seed: int = 0, b
     (:func:`scene_seed` ``(seed, family.name, i)`` for i = 0, 1, ...), at most one per seed (its first
     qualifying slot), and the number of seeds scanned. Raises RuntimeError naming the family when
     ``max_scan`` seeds (default ``200 * count``) give fewer than ``count`` scenes."""
-    from .engine import Engine  # the compiled engine; this module's specs load without it
+    from ..engine import Engine  # the compiled engine; this module's specs load without it
 
     if count < 1:
         raise ValueError(f"count must be a positive number of scenes, got {count}")
@@ -285,7 +285,7 @@ def find_scenes(base: EngineConfig, family: Family, count: int, seed: int = 0, b
 # ----------------------------------------------------------------------------------------- tables
 
 #: Columns of a suite's table: (key, label, source). Source "closed": the mean of a per-episode
-#: closed-loop metric (:func:`terrazero_env.metrics.closed_loop_metrics`); "event": the share of
+#: closed-loop metric (:func:`terrazero_env.evaluation.metrics.closed_loop_metrics`); "event": the share of
 #: episodes in which an engine counter fired at least once.
 SUITE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("score", "score", "closed"),
@@ -341,7 +341,7 @@ def format_suite(rows: list[dict[str, Any]], mean: dict[str, Any]) -> str:
         if r is mean:
             lines.append("-" * len(head))
         lines.append(line)
-    lines.append("score: nuPlan-style closed-loop score in [0, 100] (terrazero_env.metrics.closed_loop_metrics), "
+    lines.append("score: nuPlan-style closed-loop score in [0, 100] (terrazero_env.evaluation.metrics.closed_loop_metrics), "
                  "mean and 95% t interval; other columns: shares of episodes. scanned: candidate seeds "
-                 "reset to find the qualifying scenes (terrazero_env.suites).")
+                 "reset to find the qualifying scenes (terrazero_env.evaluation.suites).")
     return "\n".join(lines)

@@ -461,7 +461,7 @@ def format_comparison(rows: dict[str, dict[str, Any]], name_a: str = "A", name_b
                      + ("  *" if r["significant"] else ""))
     n = next(iter(rows.values()))["n"] if rows else 0
     lines.append(f"{n} paired episodes (same seeds and scenes). *: the interval excludes zero. Not applicable "
-                 f"here: {', '.join(NOT_APPLICABLE)} (see terrazero_env.metrics.NOT_APPLICABLE).")
+                 f"here: {', '.join(NOT_APPLICABLE)} (see terrazero_env.evaluation.metrics.NOT_APPLICABLE).")
     return "\n".join(lines)
 
 
@@ -476,6 +476,6 @@ def format_closed_loop(per: dict[str, Any]) -> str:
         m, lo, hi = jackknife_interval(per[k])
         ci = "n/a" if math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
         lines.append(f"{info[k]:<{label_w}}  {m:>9.3f}  {ci}")
-    lines.append("score: nuPlan-style closed-loop score (terrazero_env.metrics.closed_loop_metrics). Not applicable: "
+    lines.append("score: nuPlan-style closed-loop score (terrazero_env.evaluation.metrics.closed_loop_metrics). Not applicable: "
                  + "; ".join(f"{k}: {why}" for k, why in NOT_APPLICABLE.items()))
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 Every number the engine uses lives here with its unit and source (a paper table or appendix, or
 "ours" where the paper gives no value), and every field is checked on construction for type, range,
-finiteness and enum membership (:mod:`terrazero_env.config_checks`), so that a bad value fails with a
+finiteness and enum membership (:mod:`terrazero_env.foundation.checks`), so that a bad value fails with a
 message naming the field, never inside the compiled step. ``EngineConfig.tables()`` flattens a config into the dense arrays the engine reads.
 
 The enums here (and ``REWARD_PARAMS``, ``CLASS_PARAM_COLUMNS``) are the configuration's side of the
@@ -18,13 +18,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
-from .class_config import (
+from ..foundation.checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
+from ..foundation.checks import set_field as _set
+from ..maps.schema import AgentType
+from .classes import (
     _CYC,
     _PED,
     _VEH,
@@ -36,12 +39,10 @@ from .class_config import (
     default_classes,
     default_rewards,
 )
-from .config_checks import check_bool, check_enum, check_float, check_int, check_pair, check_tuple
-from .config_checks import set_field as _set
 from .log_roles import LogRoles, check_log_roles, log_role_table
-from .maps.schema import AgentType
+from .observation import ObsConfig
 from .reward_forms import GoalProgressForm, ProgressShaping, RewardForms, SpeedLimitSource, VelAlignForm
-from .road_users_config import (
+from .road_users import (
     CrossingGroup,
     PedestrianConfig,
     RoadUsersConfig,
@@ -52,7 +53,7 @@ from .road_users_config import (
 __all__ = [
     "AgentType", "ClassSpec", "Consequence", "CrossingGroup", "DynamicsModel", "EngineConfig", "GoalBehavior",
     "GoalProgressForm", "InitConfig", "ProgressShaping", "LogRoles", "PedestrianConfig", "RewardForms", "RoadUsersConfig", "SpeedLimitSource", "StaticGenerator", "StaticKind", "VIOLATIONS", "kinematic_ranges_table15",
-    "CLASS_PARAM_COLUMNS", "InitMode", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
+    "CLASS_PARAM_COLUMNS", "InitMode", "NEIGHBOUR_SEARCH", "ObsConfig", "REWARD_PARAMS", "IdmConfig", "SignalConfig", "SignalController", "RewardRange", "VelAlignForm", "default_classes", "default_rewards",
 ]
 
 
@@ -71,15 +72,6 @@ MAX_PLACEMENT_TRIES = 10_000
 #: Upper bound (m) of ``EngineConfig.offroad_tolerance``: about a car's half width, beyond which a
 #: box may sit mostly off the road without an off-road event (ours; nuPlan tolerates 0.3 m).
 MAX_OFFROAD_TOLERANCE = 2.0
-#: Upper bound (m) of the observation radii, the z gate and the curvature lookahead: the candidate
-#: lists of an observation and the road index's per-cell candidates grow with a radius squared.
-MAX_OBS_RADIUS = 1000.0
-#: Lower bound (m) of ``ObsConfig.road_segment_length``: lanes are cut into segments of this length.
-MIN_SEGMENT_LENGTH = 0.1
-#: Upper bound (m) of ``ObsConfig.topology_max_distance`` (the Dijkstra search's horizon).
-MAX_TOPOLOGY_DISTANCE = 100_000.0
-
-
 class InitMode(IntEnum):
     """Scene initialization (appendix D)."""
 
@@ -94,155 +86,6 @@ class GoalBehavior(IntEnum):
     NEW_GOAL = 0
     HALT = 1
     """The agent stops and its slot terminates."""
-
-
-@dataclass(frozen=True)
-class ObsConfig:
-    """Observation groups and features (appendix C, tables 9-12). Each flag turns one feature on or off;
-    the layout (``terrazero_env.obs.ObsLayout``) resizes to the enabled set."""
-
-    # ego (table 9)
-    agent_type: bool = True
-    """Ego type code, 1 value: vehicle 1, pedestrian 2, cyclist 3 (table 9)."""
-    rel_goal_pos: bool = True
-    """Ego-frame goal position, 2 values scaled by ``goal_scale`` (table 9)."""
-    goal_dropout_flag: bool = True
-    """1 value: 1 while the goal is hidden (table 9)."""
-    state_dropout_flag: bool = True
-    """1 value: 1 while the ego state features are dropped (table 9)."""
-    speed: bool = True
-    """Signed ego speed, 1 value scaled by ``speed_scale`` (table 9)."""
-    vehicle_dims: bool = True
-    """(width / 15, length / 30), 2 values (table 9)."""
-    collision_state: bool = True
-    """1 value: 1 while in collision (table 9)."""
-    steering_angle: bool = True
-    """Steering angle / pi, 1 value (table 9)."""
-    acceleration: bool = True
-    """(a_long / 5, a_lat / 4), 2 values (table 9)."""
-    stop_sign_state: bool = True
-    """One-hot (not in region, must stop, cleared), 3 values, from the traffic-rules layer (table 9)."""
-    alpha_params: bool = True
-    """The active reward parameters normalized to [-1, 1] (table 9, appendix B)."""
-    kinematic_params: bool = True
-    """The four kinematic coefficients normalized to [-1, 1] (table 9, appendix D.4)."""
-    lane_state: bool = False
-    """Optional, off by default: (heading residual / pi, lateral offset / 2.5), 2 values (appendix C,
-    below table 9: the paper's "lane state" feature, off in its default configuration)."""
-    lateral_velocity: bool = False
-    """Optional, off by default: the ego velocity across the current lane (m/s, + toward the lane's
-    left, the rate of change of the lateral offset) / 5, 1 value; 0 off every lane (appendix C names
-    lateral velocity among the optional ego features without a formula; the lane frame and the
-    normaliser are ours: under the kinematic bicycle of cars the body-frame lateral velocity is 0)."""
-    yaw_rate: bool = False
-    """Optional, off by default: the ego yaw rate (rad/s, + counter-clockwise) / 1, 1 value (appendix C
-    names yaw rate among the optional ego features; the normaliser is ours)."""
-    road_curvature: bool = False
-    """Optional, off by default: the mean curvature of the current lane over the next
-    ``curvature_lookahead`` metres (1/m, + turning left, continuing onto the lane's successor when it has
-    exactly one) / 0.1, so a 10 m radius reads as 1; 1 value, 0 off every lane (appendix C names local
-    road curvature among the optional ego features; lookahead and normaliser are ours)."""
-    curvature_lookahead: float = 10.0
-    """Arc length ahead over which ``road_curvature`` averages the lane's heading change (m) (ours)."""
-    road_curvature_route: bool = False
-    """With ``road_curvature``, where the lane ends within the lookahead in several successors (the
-    approach to an intersection), continue onto the one on the shortest lane-graph route to the goal
-    instead of stopping at the lane's end (ours, off by default; the goal hidden, off every lane or
-    out of ``topology_max_distance``: stop at the end as before). Appendix C's curvature is of the
-    local road; past a fork the road the car will drive is its route's."""
-    topology_goal_distance: bool = False
-    """Optional, off by default: the shortest forward driving distance to the goal along the lane graph
-    (successor lanes and lane changes, from the current lane to the lane nearest the goal) x
-    ``goal_scale``, 1 value; 0 while the goal is hidden, ``topology_max_distance`` x ``goal_scale`` off
-    every lane or when the goal cannot be reached within it (appendix C names topology distance to goal
-    among the optional ego features; the search and the sentinel are ours)."""
-    topology_max_distance: float = 200.0
-    """The lane-graph search for ``topology_goal_distance`` stops this far out (m) (ours: the paper's goals
-    lie at most about 120 m ahead)."""
-    stop_line_ahead: bool = False
-    """Optional, off by default (ours): the stop line at the downstream end of the agent's current lane,
-    5 values: its distance along the lane from the agent's reference point (m, 0 once past it) x 0.02
-    (table 12's position scale), then its signal state one-hot as table 12's (red, yellow, green,
-    off/unknown; a stop sign's line reads off/unknown). A lane ending in no line, or a line further than
-    ``traffic_radius``, reads ``traffic_radius`` x 0.02 and off/unknown. Table 12's stop-line entities
-    carry the same state (the paper calls the ego's own approaching line its only channel to the
-    signal), but a policy must first work out which of the nearest lines is its own; this names it, as
-    ``stop_sign_state`` does for stop signs."""
-    goal_scale: float = 0.005
-    """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
-    it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
-    speed_scale: float = 0.01
-    """Ego and partner speed features = speed (m/s) x this, s/m (tables 9, 10: 1/100); one scale for both."""
-    # partners (table 10)
-    partners: bool = True
-    """The partner group: up to ``max_partners`` nearest agents, 8 values each (table 10)."""
-    max_partners: int = 20
-    """Partner slots per agent, a count in [0, 4096] (table 7: 20)."""
-    partner_radius: float = 50.0
-    """Partners further than this are not observed (m) (table 7: 50 m)."""
-    partner_acceleration: bool = False
-    """Optional partner (a_long / 5, a_lat / 4), off by default (table 10)."""
-    # road (table 11)
-    road: bool = True
-    """The road group: up to ``max_road_segments`` nearest segments, 7 values each (table 11)."""
-    max_road_segments: int = 200
-    """Road-segment slots per agent, a count in [0, 4096] (table 7: 200)."""
-    road_radius: float = 50.0
-    """Road segments further than this are not observed (m) (ours; the paper gives no road radius)."""
-    road_segment_length: float = 10.0
-    """Lane, line and edge polylines are cut into observation segments at most this long (m) (ours)."""
-    # traffic entities (table 12): stop lines and their signals
-    traffic: bool = True
-    """The traffic group: up to ``max_traffic`` nearest stop lines, 12 values each (table 12), then
-    up to ``max_traffic_lights`` signal heads when ``traffic_lights`` is on."""
-    max_traffic: int = 16
-    """Traffic-entity slots per agent, a count in [0, 4096] (table 7: 16)."""
-    traffic_lights: bool = False
-    """Optional, off by default: besides the stop lines, up to ``max_traffic_lights`` signal heads as
-    traffic-light entities of table 12 (entity type 1: the head's 3D position, its own signal state
-    and its stop line's endpoints), nearest first, in slots after the stop lines' so they never crowd a
-    stop line out. The paper's table 12 defines the entity type; its default observes stop lines."""
-    max_traffic_lights: int = 8
-    """Traffic-light slots per agent when ``traffic_lights`` is on, a count in [0, 4096] (ours)."""
-    traffic_radius: float = 100.0
-    """Traffic entities further than this are not observed (m) (table 7: 100 m)."""
-    z_gate: float = 2.5
-    """Entities more than this far away in z are not observed (m) (table 7: 2.5 m)."""
-    dtype: str = "float32"
-    """"float32" or "float16" (16-bit observations halve bandwidth, section 3.1)."""
-    noise_std: float = 0.0
-    """Optional Gaussian noise (std, in observation units) added to every observed value; 0 = off (ours)."""
-    noise_clip: float = 0.05
-    """The noise is clipped to +- this value, in observation units (ours)."""
-    slot_dropout: float = 0.0
-    """Optional probability of zeroing each partner and road entity slot; 0 = off (ours)."""
-    state_dropout: float = 0.0
-    """Optional probability per step of zeroing the ego state features (table 9 names the flag that
-    says so; the probability is ours)."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.type == "bool":
-                check_bool(f"ObsConfig.{f.name}", getattr(self, f.name))
-        if self.dtype not in ("float32", "float16"):
-            raise ValueError(f"ObsConfig.dtype: 'float32' or 'float16', got {self.dtype!r}")
-        for name in ("max_partners", "max_road_segments", "max_traffic", "max_traffic_lights"):
-            check_int(f"ObsConfig.{name}", getattr(self, name), 0, 4096)
-        # Upper bounds: the observation's candidate lists and the road index's per-cell candidates
-        # grow with the square of a radius; a segment length sets how many segments a lane is cut into.
-        for name in ("partner_radius", "road_radius", "traffic_radius", "z_gate", "curvature_lookahead"):
-            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, MAX_OBS_RADIUS, lo_open=True,
-                        unit=" of metres")
-        check_float("ObsConfig.road_segment_length", self.road_segment_length, MIN_SEGMENT_LENGTH, MAX_OBS_RADIUS,
-                    unit=" of metres")
-        check_float("ObsConfig.topology_max_distance", self.topology_max_distance, 0.0, MAX_TOPOLOGY_DISTANCE,
-                    lo_open=True, unit=" of metres")
-        for name in ("goal_scale", "speed_scale"):
-            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, lo_open=True)
-        for name in ("noise_std", "noise_clip"):
-            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0)
-        for name in ("slot_dropout", "state_dropout"):
-            check_float(f"ObsConfig.{name}", getattr(self, name), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -295,7 +138,7 @@ class InitConfig:
     hybrid scenes (algorithm 1 step 9, appendix D.2): :class:`LogRoles` weights over replay, the IDM
     driver, the policy and the planner, drawn per agent and episode (a mapping of its fields stands for one). None,
     for the field or a class: the policy for the classes ``controlled`` names, replay for the others
-    (cyclists are replayed, as the paper populates them, section 4.4). See :mod:`terrazero_env.log_roles`."""
+    (cyclists are replayed, as the paper populates them, section 4.4). See :mod:`terrazero_env.config.log_roles`."""
 
     def __post_init__(self) -> None:
         _set(self, "mode", check_enum("InitConfig.mode", self.mode, InitMode))
@@ -454,6 +297,8 @@ class IdmConfig:
 
 #: The violations a consequence can be configured for (``EngineConfig.consequences``).
 VIOLATIONS: tuple[str, ...] = ("collision", "offroad", "wrong_way", "red_light")
+#: ``EngineConfig.neighbour_search`` values, in the order of the engine's ``NEIGHBOURS_*`` codes.
+NEIGHBOUR_SEARCH: tuple[str, ...] = ("auto", "grid", "scan")
 
 
 def _default_consequences() -> dict[str, Consequence]:
@@ -514,6 +359,13 @@ class EngineConfig:
     not whichever overlapping connector is nearest; a car over the centre line is outside its lane and
     still reads the opposing lane (wrong way). False: the nearest centerline every step (appendix B's
     "nearest lane"). Pedestrians always take the nearest centerline."""
+    neighbour_search: str = "auto"
+    """How the engine finds an agent's neighbours for the partner observation (ours): "grid" through
+    the agent grid the collision check keeps (the cells within the radius), "scan" over every agent of
+    the world, "auto" the grid where its cells within the radius cover at most a sixteenth of the map
+    and number fewer than half the world's agents (dense worlds on large maps; on a town the scan is
+    cheaper, since the grid's cells are sized for collisions). The answer is the same either way
+    (nearest first, ties by index); only the cost differs."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
@@ -562,6 +414,9 @@ class EngineConfig:
         check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
         check_float("EngineConfig.lane_align_angle", self.lane_align_angle, 0.0, math.pi, unit=" of radians")
         check_bool("EngineConfig.lane_tracking", self.lane_tracking)
+        if self.neighbour_search not in NEIGHBOUR_SEARCH:
+            raise ValueError(f"EngineConfig.neighbour_search: one of {', '.join(NEIGHBOUR_SEARCH)}, "
+                             f"got {self.neighbour_search!r}")
         if not isinstance(self.consequences, Mapping):
             raise ValueError(f"EngineConfig.consequences: a mapping of violation to consequence, got {self.consequences!r}")
         unknown = set(self.consequences) - set(VIOLATIONS)
@@ -593,10 +448,10 @@ class EngineConfig:
                     check_pair(f"{where} {col}", c, None)
 
     def with_overrides(self, **kw: Any) -> EngineConfig:
-        """A copy with top-level fields replaced, merged by ``config_io.config_from_dict`` (the one
+        """A copy with top-level fields replaced, merged by ``config.io.config_from_dict`` (the one
         merge of settings into a config): sub-configs (``obs``, ``init``, ...) accept dicts of their
         fields or whole dataclasses; an unknown field raises ``ValueError`` naming it."""
-        from .config_io import config_from_dict  # config_io builds on this module
+        from .io import config_from_dict  # io builds on this module
 
         return config_from_dict(kw, self)
 

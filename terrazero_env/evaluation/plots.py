@@ -1,10 +1,10 @@
 """Pictures of an evaluation: bar charts of a paired comparison with their 95% intervals, and a
 filmstrip of the worst-scoring episodes.
 
-    from terrazero_env.eval_plots import comparison_chart, filmstrip
+    from terrazero_env.evaluation.plots import comparison_chart, filmstrip
     comparison_chart(result["comparison"], "vs.png", "early", "final")
 
-This module owns only the drawing; the numbers come from :mod:`terrazero_env.metrics` and the
+This module owns only the drawing; the numbers come from :mod:`terrazero_env.evaluation.metrics` and the
 episodes from ``terrazero_env.agents.evaluate``. Torch-free.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from .maps.render import render_map
-from .render import draw_agents
+from ..maps.render import render_map
+from ..render import draw_agents
 
 __all__ = ["comparison_chart", "filmstrip"]
 
@@ -28,7 +28,7 @@ _A, _B = "#3b6fb6", "#d9822b"
 
 def comparison_chart(rows: dict[str, dict[str, Any]], path: str | Path, name_a: str = "A", name_b: str = "B",
                      dpi: int = 110) -> Path:
-    """One small panel per metric (rows of :func:`terrazero_env.metrics.compare`): A's and B's means as
+    """One small panel per metric (rows of :func:`terrazero_env.evaluation.metrics.compare`): A's and B's means as
     bars with their jackknife 95% intervals, the title marked ``*`` (and drawn in red) when the paired
     difference's interval excludes zero. Writes ``path`` (PNG) and returns it."""
     if not rows:

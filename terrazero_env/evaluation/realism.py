@@ -1,7 +1,7 @@
 """Realism of simulated traffic against logged traffic, in the style of the Waymo Open Sim Agents
 Challenge (WOSAC, Montali et al. 2023).
 
-    from terrazero_env.realism import realism_table
+    from terrazero_env.evaluation.realism import realism_table
     print(format_realism(realism_table("usa_us101", rollouts=16)))
 
 Agents start from the logged state at the end of a history window (WOSAC: 1.1 s), a policy drives
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from . import engine as core
-from .config_checks import check_int
-from .maps.schema import MapData
+from .. import engine as core
+from ..foundation.checks import check_int
+from ..maps.schema import MapData
 
 __all__ = ["ALPHA", "BINS", "POLICIES", "WEIGHTS", "format_realism", "realism_scores", "realism_table",
            "rollout_features"]
@@ -165,7 +165,7 @@ def _idm_rollouts(m: MapData, road: Any, start: np.ndarray, size: np.ndarray, st
                   seed: int) -> np.ndarray:
     """The engine's IDM vehicles from the logged start states, one world per rollout (seeded, with an
     IDM mode drawn per vehicle); vehicles off every lane stand still. ``[R, A, steps + 1, 3]``."""
-    from .config_io import load_config
+    from ..config.io import load_config
 
     A = start.shape[0]
     cfg = load_config("quick").with_overrides(num_worlds=rollouts, slots_per_world=1, max_agents_per_world=max(A, 8),
@@ -269,20 +269,20 @@ MAX_WINDOW_STEPS = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m terrazero_env.realism [--map usa_us101] [--rollouts 32] [--policy RUN] [--json OUT]``:
+    """``python -m terrazero_env.evaluation.realism [--map usa_us101] [--rollouts 32] [--policy RUN] [--json OUT]``:
     the table. A bad argument or input ends it with one line naming it and exit status 2."""
     import argparse
     import sys
     from pathlib import Path
 
-    from .safe_files import atomic_write
-    from .train_options import SEED, int_in
+    from ..config.train_options import SEED, int_in
+    from ..foundation.safe_files import atomic_write
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str):  # type: ignore[override]
             self.exit(2, f"{self.prog}: error: {message}\n")
 
-    p = _Parser(prog="python -m terrazero_env.realism", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m terrazero_env.evaluation.realism", description=__doc__.splitlines()[0])
     p.add_argument("--map", default="usa_us101", help="a bundled map or .tzb with logged tracks")
     p.add_argument("--rollouts", type=int_in(1, MAX_ROLLOUTS), default=32)
     p.add_argument("--history-steps", type=int_in(2, MAX_WINDOW_STEPS), default=11,
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         scene_policies = {}
         if a.policy:
             # Loading a checkpoint needs torch; the env layer reaches the training code only here.
-            from .agents.realism_rollouts import policy_rollouts
+            from ..agents.realism_rollouts import policy_rollouts
 
             for run in a.policy:
                 name, fn = policy_rollouts(run, preset=a.preset, deterministic=a.deterministic)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from .config_checks import check_bool, check_float, check_int, check_pair, check_tuple
-from .config_checks import set_field as _set
+from ..foundation.checks import check_bool, check_float, check_int, check_pair, check_tuple
+from ..foundation.checks import set_field as _set
 
 __all__ = ["CrossingGroup", "PedestrianConfig", "RoadUsersConfig", "StaticGenerator", "StaticKind"]
 

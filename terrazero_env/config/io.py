@@ -35,8 +35,9 @@ from typing import Any
 
 import yaml
 
-from . import safe_yaml
-from .config import (
+from ..foundation import safe_yaml
+from ..foundation.safe_files import atomic_write
+from . import (
     VIOLATIONS,
     AgentType,
     ClassSpec,
@@ -44,7 +45,6 @@ from .config import (
     DynamicsModel,
     EngineConfig,
 )
-from .safe_files import atomic_write
 
 __all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config",
            "load_train_section", "presets"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from .config_checks import check_enum, check_float
-from .config_checks import set_field as _set
+from ..foundation.checks import check_enum, check_float
+from ..foundation.checks import set_field as _set
 
 __all__ = ["GoalProgressForm", "ProgressShaping", "RewardForms", "SpeedLimitSource", "VelAlignForm"]
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .config_checks import check_float, check_tuple
-from .maps.schema import AgentType
+from ..foundation.checks import check_float, check_tuple
+from ..maps.schema import AgentType
 
 __all__ = ["LogRoles", "check_log_roles", "log_role_table"]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from .config_checks import check_enum, check_float, check_pair, check_tuple
-from .config_checks import set_field as _set
-from .maps.schema import AgentType
+from ..foundation.checks import check_enum, check_float, check_pair, check_tuple
+from ..foundation.checks import set_field as _set
+from ..maps.schema import AgentType
 
 __all__ = ["CLASS_PARAM_COLUMNS", "REWARD_PARAMS", "ClassSpec", "DynamicsModel", "RewardRange", "default_classes",
            "default_rewards"]
