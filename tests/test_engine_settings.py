@@ -105,3 +105,17 @@ def test_a_setting_changes_what_the_engine_does(horizon):
         live = e.valid & ~e.terminated
         assert live.any()
         assert e.truncated[live].all() == (t == horizon)
+
+
+def test_a_raw_engine_refuses_pickling_with_a_clear_error():
+    import copy
+    import pickle
+
+    import terrazero_env.envs  # noqa: F401  (registers the engines' pickling)
+
+    raw = _engine.Engine(*_engine_parts(load_config("quick")))
+    for attempt in (lambda: pickle.dumps(raw), lambda: copy.deepcopy(raw)):
+        with pytest.raises(TypeError, match="terrazero_env.engine.Engine"):
+            attempt()
+    wrapped = Engine(load_config("quick"), maps=["grid_town"])
+    assert pickle.loads(pickle.dumps(wrapped)).config == wrapped.config

@@ -156,11 +156,17 @@ def _rebuild_engine(config: EngineConfig, maps: list[Any], world_map: np.ndarray
     return engine
 
 
-def _reduce_engine(engine: Any) -> tuple[Any, tuple[Any, ...]]:
+def _reduce_engine(engine: core.Engine) -> tuple[Any, tuple[Any, ...]]:
     # The maps travel as data (a dataset may have put worlds on maps the config does not name).
     return _rebuild_engine, (engine.config, [rm.map_data for rm in engine.road_maps], np.array(engine.world_map),
                              int(engine.num_threads), engine.get_state())
 
 
-copyreg.pickle(_engine.Engine, _reduce_engine)
+def _refuse_raw_engine(engine: _engine.Engine) -> Any:
+    # The compiled engine holds its settings, not the config they came from, so it cannot be rebuilt.
+    raise TypeError("a terrazero_env._engine.Engine built from engine_settings() cannot be pickled or copied; "
+                    "build terrazero_env.engine.Engine(config, maps) instead, which can")
+
+
+copyreg.pickle(_engine.Engine, _refuse_raw_engine)
 copyreg.pickle(core.Engine, _reduce_engine)
