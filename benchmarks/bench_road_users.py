@@ -78,6 +78,8 @@ def main() -> None:
     only = {"init.num_agents": [16, 16], "road_users.idm_fraction": 0.0, **off}
     rows = [("policy cars only", only), ("full planner mix", {"init.num_agents": [16, 32]})]
     rows.append(("IDM traffic (16 extra cars)", {**only, "init.num_agents": [32, 32], "road_users.idm_fraction": 1.0}))
+    rows.append(("planner traffic (16 extra cars)", {**only, "init.num_agents": [32, 32], "road_users.idm_fraction": 1.0,
+                                                     "road_users.planner_fraction": 1.0}))
     for g in StaticGenerator:
         name = g.name.lower()
         rows.append((f"{name} x{getattr(planner, name)[1]}", {**only, f"road_users.{name}": getattr(planner, name)[1]}))
