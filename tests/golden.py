@@ -31,9 +31,11 @@ VARIANTS = {
     "planner+idm": ("planner", {"init.idm_fraction": 0.6}),
     "planner+log": ("planner", {"init.mode": "log"}),
     "planner+hybrid": ("planner", {"init.mode": "hybrid", "init.idm_fraction": 0.5}),
-    # The bicycle models without a steering-rate limit (ClassSpec.max_steer_rate: null), as every run
-    # before the limit was made: these hashes are the planner preset's from before it.
-    "planner+steer_direct": ("planner", {f"classes.{c}.max_steer_rate": None for c in ("car", "truck", "bus", "cyclist")}),
+    # The bicycle models without a steering-rate limit (ClassSpec.max_steer_rate: null) and without
+    # planner traffic, as every run before the limit was made: these hashes are the planner preset's
+    # from before it.
+    "planner+steer_direct": ("planner", {**{f"classes.{c}.max_steer_rate": None for c in ("car", "truck", "bus", "cyclist")},
+                                         "road_users.planner_fraction": 0.0}),
 }
 
 
