@@ -43,7 +43,7 @@ def test_an_object_missing_a_member_is_not_an_engine():
         num_worlds = 1
 
         def step(self, actions=None):
-            pass
+            """One member of many: the rest (reset, buffers, ...) are missing."""
 
     assert not isinstance(Partial(), VectorEngine)
 
