@@ -185,3 +185,78 @@ cdef _load_tables(Engine e, s, tb):
     e.noise_std = s["obs.noise_std"]
     e.noise_clip = s["obs.noise_clip"]
     e.state_dropout = s["obs.state_dropout"]
+
+
+cdef _load_obs_layout(Engine eng, o, alpha):
+    """The observation layout (``ObsLayout``, built from the ``obs.*`` settings ``o``) copied into the
+    writers' C layouts: the ego offsets and normalisers, and each entity group's slots, radius and gate."""
+    cdef EgoLayout* e = &eng.ego
+    L = eng.obs_layout
+    eng.obs_dim = L.dim
+    ego = {n: off for n, off, w in L.groups["ego"].features}
+    e.agent_type = ego.get("agent_type", -1)
+    e.rel_goal_pos = ego.get("rel_goal_pos", -1)
+    e.goal_dropout_flag = ego.get("goal_dropout_flag", -1)
+    e.state_dropout_flag = ego.get("state_dropout_flag", -1)
+    e.speed = ego.get("speed", -1)
+    e.vehicle_dims = ego.get("vehicle_dims", -1)
+    e.collision_state = ego.get("collision_state", -1)
+    e.steering_angle = ego.get("steering_angle", -1)
+    e.acceleration = ego.get("acceleration", -1)
+    e.stop_sign_state = ego.get("stop_sign_state", -1)
+    e.alpha_params = ego.get("alpha_params", -1)
+    e.kinematic_params = ego.get("kinematic_params", -1)
+    e.lane_state = ego.get("lane_state", -1)
+    e.lateral_velocity = ego.get("lateral_velocity", -1)
+    e.yaw_rate = ego.get("yaw_rate", -1)
+    e.road_curvature = ego.get("road_curvature", -1)
+    e.curvature_lookahead = o["curvature_lookahead"]
+    e.curvature_route = o["road_curvature_route"]
+    e.topology_goal_distance = ego.get("topology_goal_distance", -1)
+    e.topology_cap = o["topology_max_distance"]
+    e.stop_line_ahead = ego.get("stop_line_ahead", -1)
+    e.stop_line_cap = o["traffic_radius"]
+    e.lane_max_dist = eng.settings["lane_max_distance"]
+    e.z_gate = o["z_gate"]
+    e.n_alpha = len(alpha)
+    for k, i in enumerate(alpha):
+        e.alpha_idx[k] = i
+    e.kin_lo, e.kin_hi = eng.settings["init.kinematic_range"]
+    nm = L.normalisers
+    e.n.position_scale = nm["position_scale"]
+    e.n.height_scale = nm["height_scale"]
+    e.n.goal_scale = nm["goal_scale"]
+    e.n.speed_scale = nm["speed_scale"]
+    e.n.width_range = nm["width_range"]
+    e.n.length_range = nm["length_range"]
+    e.n.steer_range = nm["steer_range"]
+    e.n.accel_long_range = nm["accel_long_range"]
+    e.n.accel_lat_range = nm["accel_lat_range"]
+    e.n.lane_heading_range = nm["lane_heading_range"]
+    e.n.lane_lateral_range = nm["lane_lateral_range"]
+    e.n.segment_range = nm["segment_range"]
+    e.n.lateral_velocity_range = nm["lateral_velocity_range"]
+    e.n.yaw_rate_range = nm["yaw_rate_range"]
+    e.n.curvature_range = nm["curvature_range"]
+    _entity_layout(eng, &eng.partners, L.groups.get("partners"), o["partner_radius"], o)
+    _entity_layout(eng, &eng.road, L.groups.get("road"), o["road_radius"], o)
+    _entity_layout(eng, &eng.traffic, L.groups.get("traffic"), o["traffic_radius"], o)
+    if L.groups.get("traffic") is not None and o["traffic_lights"]:
+        # The group holds the stop lines' slots, then the traffic lights' (observe.write_traffic).
+        eng.traffic.max_n = o["max_traffic"]
+        eng.traffic.lights_n = o["max_traffic_lights"]
+    g = L.groups.get("partners")
+    if g is not None and o["partner_acceleration"]:
+        eng.partners.accel = g.feature("acceleration").start
+
+cdef _entity_layout(Engine eng, EntityLayout* ent, g, double radius, o):
+    ent.start = g.start if g is not None else 0
+    ent.max_n = g.count if g is not None else 0
+    ent.width = g.width if g is not None else 0
+    ent.radius = radius
+    ent.radius2 = radius * radius
+    ent.z_gate = o["z_gate"]
+    ent.dropout = o["slot_dropout"]
+    ent.accel = -1
+    ent.lights_n = 0
+    ent.n = eng.ego.n
