@@ -184,73 +184,7 @@ cdef class Engine:
         cdef Py_ssize_t w
         for w in range(W):
             _bind_map(self, w, self.road_maps[world_map[w]])
-        dtype = np.float16 if o["dtype"] == "float16" else np.float32
-        b = {
-            "observations": np.zeros((W * K, self.obs_dim), dtype),
-            "actions": np.zeros(W * K, np.int32),
-            "rewards": np.zeros(W * K, np.float32),
-            "reward_terms": np.zeros((W * K, N_REWARD_TERMS), np.float64),
-            "step_events": np.zeros(W * K, np.int32),
-            "terminated": np.zeros(W * K, np.bool_),
-            "truncated": np.zeros(W * K, np.bool_),
-            "valid": np.zeros(W * K, np.bool_),
-            "agent_type": np.full(W * K, -1, np.int32),
-            "counters": np.zeros((W * K, N_COUNTERS), np.int32),
-            "episode_metrics": np.zeros((W * K, N_EPISODE_METRICS), np.float32),
-            "slot_agent": np.full(W * K, -1, np.int32),
-            "slot_nact": np.zeros(W * K, np.int32),
-            "t": np.zeros(W, np.int32),
-            "sig_log": np.zeros(W, np.uint8),
-            "n_agents": np.zeros(W, np.int32),
-            "grid_head": np.zeros(W * AGENT_BUCKETS, np.int32),
-            "grid_next": np.zeros(W * A, np.int32),
-            "d2buf": np.zeros(W * A, np.float64),
-            "idxbuf": np.zeros(W * A, np.int32),
-            "prev_np": np.zeros(W * K, np.int32),
-            "prev_nr": np.zeros(W * K, np.int32),
-        }
-        self._buffers = b
-        self.observations, self.actions, self.rewards = b["observations"], b["actions"], b["rewards"]
-        self.terminated, self.truncated, self.valid = b["terminated"], b["truncated"], b["valid"]
-        self.agent_type, self.counters, self.slot_agent = b["agent_type"], b["counters"], b["slot_agent"]
-        self._slot_nact = b["slot_nact"]
-        self.obs_f = <float*>_ptr_mut(b["observations"]) if dtype == np.float32 else NULL
-        self.obs_h = <uint16_t*>_ptr_mut(b["observations"]) if dtype == np.float16 else NULL
-        self.act = <int*>_ptr_mut(b["actions"])
-        self.nact = <int*>_ptr_mut(b["slot_nact"])
-        self.rew = <float*>_ptr_mut(b["rewards"])
-        self.rterms = <double*>_ptr_mut(b["reward_terms"])
-        self.sevt = <int*>_ptr_mut(b["step_events"])
-        self.term = <unsigned char*>_ptr_mut(b["terminated"])
-        self.trunc = <unsigned char*>_ptr_mut(b["truncated"])
-        self.valid_p = <unsigned char*>_ptr_mut(b["valid"])
-        self.atype = <int*>_ptr_mut(b["agent_type"])
-        self.cnt = <int*>_ptr_mut(b["counters"])
-        self.episode_metrics = b["episode_metrics"]
-        self.em = <float*>_ptr_mut(b["episode_metrics"])
-        metric_params_default(&self.metp)
-        self.slot_of = <int*>_ptr_mut(b["slot_agent"])
-        self.t = <int*>_ptr_mut(b["t"])
-        self.sig_log = <unsigned char*>_ptr_mut(b["sig_log"])
-        self.n_agents = <int*>_ptr_mut(b["n_agents"])
-        self.grid_head = <int*>_ptr_mut(b["grid_head"])
-        self.grid_next = <int*>_ptr_mut(b["grid_next"])
-        self.d2buf = <double*>_ptr_mut(b["d2buf"])
-        self.idxbuf = <int*>_ptr_mut(b["idxbuf"])
-        self.prev_np = <int*>_ptr_mut(b["prev_np"])
-        self.prev_nr = <int*>_ptr_mut(b["prev_nr"])
-        b["prev_nt"] = np.zeros(W * K, np.int32)
-        self.prev_nt = <int*>_ptr_mut(b["prev_nt"])
-        b["ped_state"] = np.zeros(W * A * sizeof(PedState), np.uint8)
-        b["ped_stats"] = np.zeros((W, N_PED_STATS), np.int64)
-        self.ped = <PedState*>_ptr_mut(b["ped_state"])
-        self.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
-        b["ped_rates"] = np.zeros((W, 2), np.float64)
-        b["mix_draws"] = np.zeros((W, 3), np.float64)
-        b["plan_state"] = np.zeros(W * A * sizeof(PlanState), np.uint8)
-        self.plan = <PlanState*>_ptr_mut(b["plan_state"])
-        self.mix_draws = <double*>_ptr_mut(b["mix_draws"])
-        self.ped_rates = <double*>_ptr_mut(b["ped_rates"])
+        _alloc_buffers(self, W, K, A, np.float16 if o["dtype"] == "float16" else np.float32)
         self.s_cap = self.g_cap = self.i_cap = 0
         self._sig = None
         self._ensure_signal_capacity()

@@ -1,6 +1,7 @@
-# Engine construction, as a module-level function of _engine.pyx taking the engine: the resolved
-# tables (action grids, class parameters, reward ranges) and the config's scalar settings copied
-# into the engine's C arrays and fields. Called once from ``Engine.__init__``.
+# Engine construction, as module-level functions of _engine.pyx taking the engine: the settings
+# checked against ENGINE_SETTINGS, the resolved tables (action grids, class parameters, reward ranges)
+# and the scalar settings copied into the engine's C arrays and fields, the observation layout loaded
+# into the writers' C layouts, and the buffers allocated. Called once from ``Engine.__init__``.
 
 #: The engine's one named input besides its tables and maps: every scalar setting it reads, by the
 #: configuration's dotted name (``terrazero_env.engine.engine_settings`` builds it from an
@@ -260,3 +261,75 @@ cdef _entity_layout(Engine eng, EntityLayout* ent, g, double radius, o):
     ent.accel = -1
     ent.lights_n = 0
     ent.n = eng.ego.n
+
+
+cdef _alloc_buffers(Engine e, Py_ssize_t W, Py_ssize_t K, Py_ssize_t A, dtype):
+    """The engine's numpy-owned buffers (observations of ``dtype``, actions, rewards, flags, counters,
+    metrics, the slot map, the agent grid, the scratch of the neighbour queries, pedestrian and planner
+    state), allocated once, and the C pointers the step writes through."""
+    b = {
+        "observations": np.zeros((W * K, e.obs_dim), dtype),
+        "actions": np.zeros(W * K, np.int32),
+        "rewards": np.zeros(W * K, np.float32),
+        "reward_terms": np.zeros((W * K, N_REWARD_TERMS), np.float64),
+        "step_events": np.zeros(W * K, np.int32),
+        "terminated": np.zeros(W * K, np.bool_),
+        "truncated": np.zeros(W * K, np.bool_),
+        "valid": np.zeros(W * K, np.bool_),
+        "agent_type": np.full(W * K, -1, np.int32),
+        "counters": np.zeros((W * K, N_COUNTERS), np.int32),
+        "episode_metrics": np.zeros((W * K, N_EPISODE_METRICS), np.float32),
+        "slot_agent": np.full(W * K, -1, np.int32),
+        "slot_nact": np.zeros(W * K, np.int32),
+        "t": np.zeros(W, np.int32),
+        "sig_log": np.zeros(W, np.uint8),
+        "n_agents": np.zeros(W, np.int32),
+        "grid_head": np.zeros(W * AGENT_BUCKETS, np.int32),
+        "grid_next": np.zeros(W * A, np.int32),
+        "d2buf": np.zeros(W * A, np.float64),
+        "idxbuf": np.zeros(W * A, np.int32),
+        "prev_np": np.zeros(W * K, np.int32),
+        "prev_nr": np.zeros(W * K, np.int32),
+    }
+    e._buffers = b
+    e.observations, e.actions, e.rewards = b["observations"], b["actions"], b["rewards"]
+    e.terminated, e.truncated, e.valid = b["terminated"], b["truncated"], b["valid"]
+    e.agent_type, e.counters, e.slot_agent = b["agent_type"], b["counters"], b["slot_agent"]
+    e._slot_nact = b["slot_nact"]
+    e.obs_f = <float*>_ptr_mut(b["observations"]) if dtype == np.float32 else NULL
+    e.obs_h = <uint16_t*>_ptr_mut(b["observations"]) if dtype == np.float16 else NULL
+    e.act = <int*>_ptr_mut(b["actions"])
+    e.nact = <int*>_ptr_mut(b["slot_nact"])
+    e.rew = <float*>_ptr_mut(b["rewards"])
+    e.rterms = <double*>_ptr_mut(b["reward_terms"])
+    e.sevt = <int*>_ptr_mut(b["step_events"])
+    e.term = <unsigned char*>_ptr_mut(b["terminated"])
+    e.trunc = <unsigned char*>_ptr_mut(b["truncated"])
+    e.valid_p = <unsigned char*>_ptr_mut(b["valid"])
+    e.atype = <int*>_ptr_mut(b["agent_type"])
+    e.cnt = <int*>_ptr_mut(b["counters"])
+    e.episode_metrics = b["episode_metrics"]
+    e.em = <float*>_ptr_mut(b["episode_metrics"])
+    metric_params_default(&e.metp)
+    e.slot_of = <int*>_ptr_mut(b["slot_agent"])
+    e.t = <int*>_ptr_mut(b["t"])
+    e.sig_log = <unsigned char*>_ptr_mut(b["sig_log"])
+    e.n_agents = <int*>_ptr_mut(b["n_agents"])
+    e.grid_head = <int*>_ptr_mut(b["grid_head"])
+    e.grid_next = <int*>_ptr_mut(b["grid_next"])
+    e.d2buf = <double*>_ptr_mut(b["d2buf"])
+    e.idxbuf = <int*>_ptr_mut(b["idxbuf"])
+    e.prev_np = <int*>_ptr_mut(b["prev_np"])
+    e.prev_nr = <int*>_ptr_mut(b["prev_nr"])
+    b["prev_nt"] = np.zeros(W * K, np.int32)
+    e.prev_nt = <int*>_ptr_mut(b["prev_nt"])
+    b["ped_state"] = np.zeros(W * A * sizeof(PedState), np.uint8)
+    b["ped_stats"] = np.zeros((W, N_PED_STATS), np.int64)
+    e.ped = <PedState*>_ptr_mut(b["ped_state"])
+    e.ped_stats = <long long*>_ptr_mut(b["ped_stats"])
+    b["ped_rates"] = np.zeros((W, 2), np.float64)
+    b["mix_draws"] = np.zeros((W, 3), np.float64)
+    b["plan_state"] = np.zeros(W * A * sizeof(PlanState), np.uint8)
+    e.plan = <PlanState*>_ptr_mut(b["plan_state"])
+    e.mix_draws = <double*>_ptr_mut(b["mix_draws"])
+    e.ped_rates = <double*>_ptr_mut(b["ped_rates"])
