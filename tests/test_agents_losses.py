@@ -13,7 +13,7 @@ from terrazero_env.agents import losses  # noqa: E402
 
 def reference_vtrace(log_rhos, rewards, values, next_values, terminated, done, valid, gamma, lam,
                      rho_bar=1.0, c_bar=1.0):
-    """Scalar loops written from the equations of the issue."""
+    """Scalar loops written from the V-trace equations (Espeholt et al. 2018, eq. 1; TerraZero appendix E)."""
     T, N = rewards.shape
     adv = np.zeros((T, N))
     for n in range(N):

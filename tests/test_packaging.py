@@ -48,7 +48,8 @@ def test_sdist_check_names_missing_sources_and_generated_files(tmp_path):
 
 def test_sdist_carries_every_build_source_and_no_generated_files(tmp_path):
     """A freshly made sdist holds the Cython sources, assets, README, licence and changelog, and no
-    generated C, compiled modules, caches or tests (the issue's 'cyext/_engine.pyx doesn't match')."""
+    generated C, compiled modules, caches or tests (a sdist without the .pyx fails to build with
+    'cyext/_engine.pyx doesn't match')."""
     pytest.importorskip("setuptools")
     r = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=ROOT,
                        capture_output=True, text=True)
@@ -130,7 +131,7 @@ def _build_flags_only(tmp_path: Path, cc: str | None) -> tuple[object, str]:
 
 @pytest.mark.skipif(os.name == "nt", reason="the wrapper is a POSIX shell script")
 def test_compiler_rejecting_openmp_gives_a_serial_build_that_says_so(tmp_path):
-    """The issue's macOS/MSVC failure, reproduced with a compiler that refuses -fopenmp: the build
+    """The macOS/MSVC case (a compiler without OpenMP), reproduced with one that refuses -fopenmp: the build
     succeeds, says once that the engine is serial, and the compiled flags say no OpenMP."""
     mod, log = _build_flags_only(tmp_path, str(ROOT / "tools" / "cc_no_openmp.sh"))
     assert mod.OPENMP_SPEC == 0 and mod.OPENMP_REQUESTED is False

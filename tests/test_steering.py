@@ -2,7 +2,7 @@
 rate, the lateral acceleration follows from the angle, signs snap at zero, and cars placed on a curve
 start with the curve's steering. Each property is checked on the engine's own step
 (``dynamics_step_batch`` runs ``dynamics.step_dynamics``) against a closed-form expectation, and the
-earlier, rate-free model (``max_steer_rate: null``) is shown to break it where the issue says it did."""
+earlier, rate-free model (``max_steer_rate: null``) is shown to break it where BENCHMARKS.md measured it did."""
 
 from __future__ import annotations
 

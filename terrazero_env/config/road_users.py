@@ -174,7 +174,7 @@ class RoadUsersConfig:
     A planner vehicle looks like an IDM vehicle to the policy."""
     planner_interval: float = 1.0
     """Seconds between two plans of a planner vehicle, in [0.1, 10]; between plans it tracks the last
-    winner (the issue's 1 s; PDM-Closed replans every 0.1 s)."""
+    winner (ours: 1 s; PDM-Closed replans every 0.1 s)."""
     planner_horizon: float = 4.0
     """Seconds each proposal is forward-simulated, in (0, 10] (PDM-Closed: 4 s)."""
     planner_resolution: float = 0.2
