@@ -415,7 +415,7 @@ cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L,
     a scan). Returns how many were written."""
     cdef Agent* a = &agents[self_i]
     cdef Agent* p
-    cdef Py_ssize_t j, k, m = 0
+    cdef Py_ssize_t j, m = 0
     cdef double dx, dy, d2
     cdef int count = 0
     cdef Py_ssize_t base
