@@ -58,9 +58,9 @@ ctypedef struct RefParams:
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.preview = 0.3
     rp.goal_speed = 2.0
-    rp.goal_decel = 1.5
+    rp.goal_decel = 1.0
     rp.action_price = 0.05
-    rp.comfort_price = 4.0
+    rp.comfort_price = 100.0
     rp.walk_speed = 1.2
     rp.lane_angle = 0.6
     rp.horizon = 2.5

@@ -7,9 +7,9 @@ _REFERENCE_SETTINGS = {
     # name: (default, lower, upper, unit)
     "preview": (0.3, 0.0, 3.0, "s"),
     "goal_speed": (2.0, 0.0, 20.0, "m/s"),
-    "goal_decel": (1.5, 0.1, 10.0, "m/s^2"),
+    "goal_decel": (1.0, 0.1, 10.0, "m/s^2"),
     "action_price": (0.05, 0.0, 100.0, ""),
-    "comfort_price": (4.0, 0.0, 1000.0, ""),
+    "comfort_price": (100.0, 0.0, 1000.0, ""),
     "walk_speed": (1.2, 0.0, 3.0, "m/s"),
     "lane_angle": (0.6, 0.05, 3.15, "rad"),
     "horizon": (2.5, 0.1, 10.0, "s"),
