@@ -535,8 +535,9 @@ def test_potential_progress_config_round_trips_and_rejects_bad_values(road):
 
 def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     """BENCHMARKS.md's careful-driver ablation runs from ``benchmarks/quick_before_careful.yaml``; the
-    bundled quick preset must stay that baseline plus the six changes it kept and lane tracking (and the
-    larger training budget), or the table no longer describes the preset."""
+    bundled quick preset must stay that baseline plus the six changes it kept, lane tracking, and the three
+    the drivable car's runs kept (and the larger training budget), or the table no longer describes the
+    preset."""
     import importlib.util
     from pathlib import Path
 
@@ -548,7 +549,7 @@ def test_the_quick_preset_is_the_ablation_baseline_plus_the_kept_changes():
     spec.loader.exec_module(ablate)
     before = root / "benchmarks" / "quick_before_careful.yaml"
     kept = ablate.variant_overrides("ego_features+route_progress+gentle_grid+comfort_range+stop_line_ahead"
-                                    "+route_curvature+lane_tracking")
+                                    "+route_curvature+lane_tracking+red_light_ends+short_red+comfort_weights")
     assert apply_overrides(load_config(before), kept) == load_config("quick")
     assert load_config(before) != load_config("quick")
     # The one difference in training: the budget grew from 1M to 1.4M agent steps with the faster learner.
