@@ -29,15 +29,25 @@ STEPS = 80
 
 
 def _record(preset: str = "planner", seed: int = 6, steps: int = STEPS, **overrides):
-    """A rollout of one world under the reference driver, recorded, with the engine's states per step."""
+    """A rollout of one world under the reference driver, recorded, with the engine's states per step.
+    One car of the policy's holds the top of its class grid (full throttle, full lateral jerk) the
+    whole time, as an untrained policy may: the reference driver keeps the rules, so without it the
+    episode could hold no rule event for the timeline to mark."""
     cfg = load_config(preset, **overrides).with_overrides(num_worlds=1)
     e = core.Engine(cfg)
     e.reset([0], [seed])
+    s = e.agent_states(0)
+    car = core.AGENT_CLASSES.index("CAR")
+    reckless = int(s["slot"][np.flatnonzero((s["slot"] >= 0) & (s["cls"] == car) & s["alive"])[0]])
+    grid = e.action_values(car)
+    top = int(np.lexsort((grid[:, 1], grid[:, 0]))[-1])
     rec = ReplayRecorder(e, meta={"title": f"{preset} seed {seed}", "score": 42.0})
     states = [with_kinds(e, 0, e.agent_states(0))]
     rec.capture()
     for _ in range(steps):
-        e.step(e.reference_actions())
+        actions = e.reference_actions()
+        actions[reckless] = top
+        e.step(actions)
         rec.capture()
         states.append(with_kinds(e, 0, e.agent_states(0)))
     return rec, states
