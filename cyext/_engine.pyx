@@ -30,7 +30,8 @@ from geometry cimport (point_segment_dist2, obb_overlap, segments_intersect, poi
 from seggrid cimport seggrid_nearest
 from rng cimport Rng, rng_seed, rng_uniform, rng_range, rng_int, rng_normal, rng_episode_value
 from dynamics cimport step_dynamics
-from neighbours cimport NEIGHBOURS_AUTO, NEIGHBOURS_GRID, NEIGHBOURS_SCAN
+from neighbours cimport (NEIGHBOURS_AUTO, NEIGHBOURS_GRID, NEIGHBOURS_SCAN, NBR_BUCKETS, NBR_CELL, AgentGrid,
+                        nbr_start, nbr_moved)
 from rules cimport (AGENT_BUCKETS, offroad, offroad_excursion, lane_state, lane_state_tracked, grid_build, collides,
                     point_in_rings,
                     box_touches_segments, wrong_way, comfort_violations, pedestrian_rules, vehicle_rules,

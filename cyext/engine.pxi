@@ -51,6 +51,7 @@ cdef class Engine:
     cdef readonly object slot_agent
     cdef readonly int num_worlds, slots_per_world, max_agents, num_threads
     cdef object _buffers, _slot_nact, _tables, _agent_store
+    cdef object _scratch                     # per-step scratch outside the engine state (neighbour grid)
     cdef Agent* agents
     cdef Rng* rngs
     cdef MapC** wmap
@@ -62,6 +63,12 @@ cdef class Engine:
     cdef int* grid_next
     cdef double* d2buf
     cdef int* idxbuf
+    cdef int* nbr_head                       # [W * NBR_BUCKETS] the neighbour grid (neighbours.pxd)
+    cdef int* nbr_next                       # [W * A]
+    cdef int* nbr_cx                         # [W * A] the cell each agent is filed under
+    cdef int* nbr_cy
+    cdef int* nbr_cand                       # [W * A] one query's candidates
+    cdef int* nbr_peds                       # [W * A] the world's pedestrians
     cdef int* prev_np
     cdef int* prev_nr
     cdef int* prev_nt
@@ -148,6 +155,7 @@ cdef class Engine:
         self.l_cap = 0
         self._lanescratch = None
         self._buffers = None
+        self._scratch = None
         self._busy = False
 
     def __init__(self, settings, road_maps, tables, world_map=None, num_threads=1):
@@ -416,7 +424,7 @@ cdef class Engine:
 
     def buffer_nbytes(self):
         """Bytes of per-world state and buffers (excluding the shared maps), per world."""
-        own = sum(a.nbytes for a in self._buffers.values())
+        own = sum(a.nbytes for a in self._buffers.values()) + sum(a.nbytes for a in self._scratch.values())
         own += self.num_worlds * self.max_agents * sizeof(Agent) + self.num_worlds * sizeof(Rng)
         return own / self.num_worlds
 

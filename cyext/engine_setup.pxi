@@ -319,6 +319,16 @@ cdef _alloc_buffers(Engine e, Py_ssize_t W, Py_ssize_t K, Py_ssize_t A, dtype):
     e.grid_next = <int*>_ptr_mut(b["grid_next"])
     e.d2buf = <double*>_ptr_mut(b["d2buf"])
     e.idxbuf = <int*>_ptr_mut(b["idxbuf"])
+    # the neighbour grid is rebuilt before every use, so it is scratch, not state (engine_state.pxi)
+    e._scratch = {"nbr_head": np.zeros(W * NBR_BUCKETS, np.int32), "nbr_next": np.zeros(W * A, np.int32),
+                  "nbr_cx": np.zeros(W * A, np.int32), "nbr_cy": np.zeros(W * A, np.int32),
+                  "nbr_cand": np.zeros(W * A, np.int32), "nbr_peds": np.zeros(W * A, np.int32)}
+    e.nbr_head = <int*>_ptr_mut(e._scratch["nbr_head"])
+    e.nbr_next = <int*>_ptr_mut(e._scratch["nbr_next"])
+    e.nbr_cx = <int*>_ptr_mut(e._scratch["nbr_cx"])
+    e.nbr_cy = <int*>_ptr_mut(e._scratch["nbr_cy"])
+    e.nbr_cand = <int*>_ptr_mut(e._scratch["nbr_cand"])
+    e.nbr_peds = <int*>_ptr_mut(e._scratch["nbr_peds"])
     e.prev_np = <int*>_ptr_mut(b["prev_np"])
     e.prev_nr = <int*>_ptr_mut(b["prev_nr"])
     b["prev_nt"] = np.zeros(W * K, np.int32)

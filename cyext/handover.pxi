@@ -146,7 +146,7 @@ cdef void _set_ego_driver(Engine e, Py_ssize_t w, Py_ssize_t k, int mode, int id
     e.nact[r] = 0
 
 
-cdef void _ego_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+cdef void _ego_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st, AgentGrid* grid) noexcept nogil:
     """One step of a controlled agent with a rule-based driver: the route turns toward its goal
     (``lanegraph.route_successor``; the law's own choice when the goal is hidden or off the graph),
     then the IDM step (or the planner's) moves it; its jerks are kept for the comfort rule."""
@@ -167,9 +167,9 @@ cdef void _ego_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) n
     if not a.goal_hidden and d >= 0 and e.wmap[w].lane_speed[a.lane] > 0:
         cap = sqrt(2.0 * 2.0 + 2.0 * 1.5 * d) / e.wmap[w].lane_speed[a.lane]
     if a.ego_driver == 2:
-        _planner_drive(e, w, i, st, cap)
+        _planner_drive(e, w, i, st, grid, cap)
     else:
         idm_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt,
-                 e.idmp.v0_scale[a.idm_mode] if e.idmp.v0_scale[a.idm_mode] < cap else cap)
+                 e.idmp.v0_scale[a.idm_mode] if e.idmp.v0_scale[a.idm_mode] < cap else cap, 0.0, grid)
     a.j_long = (a.a_long - a0) / e.dt
     a.j_lat = (a.a_lat - l0) / e.dt

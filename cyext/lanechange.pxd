@@ -23,6 +23,7 @@ from scene cimport lane_length, lane_point
 from route cimport _route_next
 from rng cimport Rng
 from idm_law cimport idm_accel
+from neighbours cimport AgentGrid, nbr_box
 
 
 cdef enum:
@@ -74,16 +75,20 @@ cdef inline bint _lane_foot(const MapC* m, int lane, double x, double y, double*
 
 cdef inline bint _lane_free(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const LaneChangeParams* p,
                             int lane, double fx, double fy, double tc, double ts, double v, double v0, double T,
-                            double amax, double bcomf, double s0, double delta) noexcept nogil:
+                            double amax, double bcomf, double s0, double delta,
+                            AgentGrid* grid) noexcept nogil:
     """Whether the stretch of ``lane`` around vehicle i (foot point (fx, fy), direction (tc, ts)) is
     free for it: see the module header. The vehicle's own law is (v0, T, amax, bcomf, s0, delta)."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, q, cnt = -1
     cdef double ahl = 0.5 * a.length, reach, dx, dy, lon, lat, cr, sr, elon, elat, g, vb
     cdef double v0f = p.v0_scale * m.lane_speed[lane]
     reach = (p.clear_ahead if p.clear_ahead > LC_BEHIND else LC_BEHIND) + ahl + 20.0
-    for j in range(n):
+    if grid != NULL:  # the agents within ``reach`` of the foot point (the first test below)
+        cnt = nbr_box(grid, agents, n, fx - reach, fy - reach, fx + reach, fy + reach)
+    for q in range(n if cnt < 0 else cnt):
+        j = q if cnt < 0 else grid.cand[q]
         if j == i:
             continue
         b = &agents[j]
@@ -121,7 +126,8 @@ cdef inline bint _lane_free(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize
 
 cdef inline void lane_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const LaneChangeParams* p,
                              Py_ssize_t who, double gap, double v0, double T, double amax, double bcomf, double s0,
-                             double delta, Rng* rng, double dt, double lat_off=0.0) noexcept nogil:
+                             double delta, Rng* rng, double dt, double lat_off=0.0,
+                             AgentGrid* grid=NULL) noexcept nogil:
     """After vehicle i's IDM step, whose nearest constraint was agent ``who`` (-1: a stopping point)
     ``gap`` metres of travel ahead: count down its cooldown, end its crossing once it is settled on
     its lane (``lat_off`` metres left of its centre for a planner vehicle, ``planner.pxd``), and change
@@ -149,7 +155,7 @@ cdef inline void lane_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
         if tc * a.cos_h + ts * a.sin_h < 0.87 or d > m.lane_width[a.lane] + m.lane_width[lane] or \
                 s <= 0 or lane_length(m, lane) - s < a.length:
             continue  # not beside the vehicle, not its way, or about to end
-        if not _lane_free(m, agents, n, i, p, lane, fx, fy, tc, ts, v, v0, T, amax, bcomf, s0, delta):
+        if not _lane_free(m, agents, n, i, p, lane, fx, fy, tc, ts, v, v0, T, amax, bcomf, s0, delta, grid):
             # Looking again every few steps rather than every step bounds the cost of vehicles
             # waiting behind an obstacle with the neighbour lane busy.
             a.lc_wait = (LC_RETRY_STEPS - 0.5) * dt

@@ -29,6 +29,7 @@ from common cimport (Agent, MapC, CLS_PEDESTRIAN, SLC_SIGNAL, SIG_RED, SIG_YELLO
                      COLL_STOPPED_EGO, COLL_STOPPED_OTHER, COLL_REAR, COLL_FRONT, COLL_LATERAL_EGO,
                      COLL_LATERAL_OTHER, COLL_SIDE_HIT)
 from geometry cimport obb_overlap, segments_intersect, wrap_angle
+from neighbours cimport AgentGrid, nbr_box
 
 
 ctypedef struct MetricParams:
@@ -183,14 +184,14 @@ cdef inline void _set_min(float* row, int col, double v) noexcept nogil:
 cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* agents, Py_ssize_t n,
                                       Py_ssize_t i, int prev_lane, const unsigned char* sl_state,
                                       const MetricParams* p, double z_gate, double dt,
-                                      double offroad_excursion) noexcept nogil:
+                                      double offroad_excursion, AgentGrid* grid=NULL) noexcept nogil:
     """Fold this step of controlled agent ``i`` (judged: lane state, rule flags and collision set)
     into its slot's metric row. ``prev_lane``: its lane before this step (for the stop-line
     passage); ``sl_state``: this tick's stop-line states; ``offroad_excursion``: how far (m) its box
     reaches beyond the drivable area this step (``rules.offroad_excursion``, 0 when on it)."""
     cdef const Agent* a = &agents[i]
     cdef const Agent* b
-    cdef Py_ssize_t j, sl
+    cdef Py_ssize_t j, sl, q, cnt = -1
     cdef double c = cos(a.heading), s = sin(a.heading), v = fabs(a.speed)
     cdef double avx, avy, bvx, bvy, dx, dy, d, d2, reach, ux, uy, lx, ly, gap, ttc, yaw_rate, yaw_acc, lim
     cdef double ra, rb, free, vrel, sa
@@ -206,7 +207,13 @@ cdef inline void episode_metrics_step(float* row, const MapC* m, const Agent* ag
     ttc = INFINITY
     ra = 0.5 * sqrt(a.length * a.length + a.width * a.width)
     sa = sqrt(a.speed * a.speed + a.v_lat * a.v_lat)
-    for j in range(n):
+    if grid != NULL:
+        # every agent the reach test below keeps (the minima and flags it folds are the same in
+        # any order of the agents)
+        reach = (p.gap_cap + a.length + grid.longest) * (1.0 + 1e-9)
+        cnt = nbr_box(grid, agents, n, a.x - reach, a.y - reach, a.x + reach, a.y + reach)
+    for q in range(n if cnt < 0 else cnt):
+        j = q if cnt < 0 else grid.cand[q]
         b = &agents[j]
         if j == i or not b.alive or fabs(b.z - a.z) > z_gate:
             continue

@@ -21,7 +21,7 @@ from common cimport (Agent, MapC, ObsSegC, CLS_PEDESTRIAN, CLS_CYCLIST, KIND_NON
                     KIND_CONE, KIND_WORKER, KIND_DEBRIS, N_REWARD, N_KIN, STOP_NOT_IN_REGION,
                     STOP_MUST_STOP, STOP_CLEARED, SIG_RED, SIG_YELLOW, SIG_GREEN, SIG_OFF, SLC_SIGNAL)
 from rng cimport Rng, rng_uniform, rng_normal
-from neighbours cimport grid_pays, grid_within
+from neighbours cimport AgentGrid, nbr_box
 
 
 # Categorical agent type of tables 9 and 10 (0 is left for padding).
@@ -408,33 +408,31 @@ cdef inline int nearest_pop(double* d2buf, int* idxbuf, Py_ssize_t size) noexcep
 
 cdef inline int write_partners(ObsOut* o, Py_ssize_t row, const EntityLayout* L, Agent* agents, Py_ssize_t n,
                                Py_ssize_t self_i, double* d2buf, int* idxbuf, int prev_count,
-                               const int* grid_head, const int* grid_next, double cell,
-                               int neighbour_mode, double map_area) noexcept nogil:
+                               AgentGrid* grid) noexcept nogil:
     """The nearest live agents within the radius and z gate, nearest first, ties by index (table 10).
-    Candidates come from the agent grid where it pays (``neighbours.grid_pays``; the same agents as
-    a scan). Returns how many were written."""
+    Candidates come from the neighbour grid where it answers (``neighbours.nbr_box``; the same agents
+    as a scan, in another order that the sort makes irrelevant). Returns how many were written."""
     cdef Agent* a = &agents[self_i]
     cdef Agent* p
-    cdef Py_ssize_t j, m = 0
+    cdef Py_ssize_t j, q, m = 0, cnt = -1
     cdef double dx, dy, d2
     cdef int count = 0
     cdef Py_ssize_t base
     cdef double v[PARTNER_WIDTH]
-    if grid_pays(neighbour_mode, n, L.radius, cell, map_area):
-        m = grid_within(agents, self_i, a.x, a.y, a.z, L.radius, L.radius2, L.z_gate, grid_head, grid_next, cell,
-                        d2buf, idxbuf)
-    else:
-        for j in range(n):
-            p = &agents[j]
-            if j == self_i or not p.alive:
-                continue
-            dx = p.x - a.x
-            dy = p.y - a.y
-            d2 = dx * dx + dy * dy
-            if d2 <= L.radius2 and fabs(p.z - a.z) <= L.z_gate:
-                d2buf[m] = d2
-                idxbuf[m] = <int>j
-                m += 1
+    if grid != NULL:
+        cnt = nbr_box(grid, agents, n, a.x - L.radius, a.y - L.radius, a.x + L.radius, a.y + L.radius)
+    for q in range(n if cnt < 0 else cnt):
+        j = q if cnt < 0 else grid.cand[q]
+        p = &agents[j]
+        if j == self_i or not p.alive:
+            continue
+        dx = p.x - a.x
+        dy = p.y - a.y
+        d2 = dx * dx + dy * dy
+        if d2 <= L.radius2 and fabs(p.z - a.z) <= L.z_gate:
+            d2buf[m] = d2
+            idxbuf[m] = <int>j
+            m += 1
     # Nearest first through a heap: O(m + max_n log m) where a selection sort costs O(max_n m), which
     # in a dense world (hundreds of candidates within the radius) was the step's largest cost.
     nearest_heap(d2buf, idxbuf, m)

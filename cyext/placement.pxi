@@ -158,6 +158,7 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
     cdef const MapC* m = e.wmap[w]
     cdef Agent* a
     cdef SigState st
+    cdef AgentGrid grid
     _sig_state(e, w, &st)
     signals_reset(m, &e.sigp, &st, &e.rngs[w])
     if e.sig_log[w]:
@@ -186,7 +187,8 @@ cdef void _finish_reset(Engine e, Py_ssize_t w) noexcept nogil:
         if a.alive and a.role == ROLE_CONTROLLED:
             a.collided = collides(&e.agents[base], i, &e.grid_head[w * AGENT_BUCKETS],
                                   &e.grid_next[base], e.agent_cell, e.z_gate, 0.0)
-    _observe_world(e, w)
+    _nbr_grid(e, w, &grid)
+    _observe_world(e, w, &grid)
 
 cdef bint _place_on_lane(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
     cdef const MapC* m = e.wmap[w]

@@ -41,6 +41,7 @@ from scene cimport lane_length, lane_point
 from geometry cimport obb_overlap_cs
 from route cimport Route, Cursor, _route_build, _cursor_start, _route_xy, _route_next
 from lanechange cimport _lane_foot
+from neighbours cimport AgentGrid, nbr_box_sorted
 from idm_law cimport idm_accel
 from dynamics cimport clip
 from rng cimport Rng
@@ -106,18 +107,23 @@ ctypedef struct Rollout:
 
 
 cdef inline int _gather(Agent* agents, Py_ssize_t n, Py_ssize_t i, double reach, double margin,
-                        Future* fut) noexcept nogil:
+                        Future* fut, AgentGrid* grid) noexcept nogil:
     """The nearest agents that could meet vehicle i within ``reach`` seconds (both moving at their
-    speed), at most PLAN_NEIGHBOURS, nearest first; those touching it now are left out, those within
-    ``margin`` of its body marked ``close``."""
+    speed), at most PLAN_NEIGHBOURS, nearest first (ties in index order); those touching it now are
+    left out, those within ``margin`` of its body marked ``close``. Candidates from ``grid`` where it
+    answers (within the reach of the world's fastest and longest agent, in index order)."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, q, m = -1
     cdef int k, cnt = 0
     cdef double d2[PLAN_NEIGHBOURS]
     cdef double dx, dy, r, dd, va = fabs(a.speed)
     cdef Future f
-    for j in range(n):
+    if grid != NULL:
+        r = ((va + grid.vmax) * reach + 0.5 * (a.length + grid.longest) + 5.0) * (1.0 + 1e-9)
+        m = nbr_box_sorted(grid, agents, n, a.x - r, a.y - r, a.x + r, a.y + r)
+    for q in range(n if m < 0 else m):
+        j = q if m < 0 else grid.cand[q]
         if j == i:
             continue
         b = &agents[j]
@@ -293,7 +299,7 @@ cdef inline void _rollout(const MapC* m, Agent* a, const Route* route, const Fut
 
 cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, PlanState* ps,
                            const PlannerParams* pp, const double* cp, double T, double amax, double bcomf,
-                           double s0, double delta, double max_decel, Rng* rng) noexcept nogil:
+                           double s0, double delta, double max_decel, Rng* rng, AgentGrid* grid=NULL) noexcept nogil:
     """Choose what planner vehicle i tracks until its next plan (the module header, steps 1-5).
     ``cp``: its class's parameter row; (T, amax, bcomf, s0, delta): its behaviour mode's IDM gains."""
     cdef Agent* a = &agents[i]
@@ -310,7 +316,7 @@ cdef inline void plan_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     cdef double s, fx, fy, tc, ts, limit = m.lane_speed[a.lane]
     if a.route_lane < 0:
         a.route_lane = _route_next(m, rng, a.lane)
-    nf = _gather(agents, n, i, pp.reach, pp.margin, fut)
+    nf = _gather(agents, n, i, pp.reach, pp.margin, fut, grid)
     _route_build(m, a, &route)
     lane_point(m, a.lane, a.lane_s, &x, &y, &z, &hd)
     d0 = -(a.x - x) * sin(hd) + (a.y - y) * cos(hd)

@@ -41,6 +41,7 @@ from dynamics cimport clip
 from route cimport (Route, Sweep, Cursor, _route_next, _route_build, _cursor_start, _route_xy, _kappa_max,
                     _predict, _project)
 from idm_law cimport idm_accel
+from neighbours cimport AgentGrid, nbr_box
 from lanechange cimport LaneChangeParams, lane_change
 from yielding cimport (LONG_VEHICLE, YIELD_HORIZON_D, _curve, _committed, _must_yield, _exit_blocked,
                        pedestrian_yield)
@@ -169,13 +170,15 @@ cdef inline void _stop_at(Leader* ld, double dist) noexcept nogil:
 
 
 cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const Sweep* sw,
-                             const IdmParams* p, double v, Leader* ld) noexcept nogil:
-    """Leader: the first agent the body, swept along the predicted poses, would touch. The sweep keeps
-    a lateral margin except from an agent already within it (so two vehicles side by side in
-    adjacent lanes do not hold each other)."""
+                             const IdmParams* p, double v, Leader* ld, AgentGrid* grid) noexcept nogil:
+    """Leader: the first agent the body, swept along the predicted poses, would touch (of two at
+    the same distance, the lower index). The sweep keeps a lateral margin except from an agent
+    already within it (so two vehicles side by side in adjacent lanes do not hold each other). The
+    candidates come from ``grid`` (``neighbours.nbr_box`` over the sweep's box grown by the largest
+    reach) where it answers, else from every agent of the world."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, q, cnt = -1
     cdef int k, hit
     cdef double dx, dy, g, w, ahl = 0.5 * a.length, ahw, bhl, bhw, ra, rb, near
     cdef double xmin = sw.xmin, xmax = sw.xmax, ymin = sw.ymin, ymax = sw.ymax
@@ -191,7 +194,12 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
             if fabs(sw.k[k]) > 0.01:
                 turning = True
                 break
-    for j in range(n):
+    if not turning and grid != NULL:
+        # what the box test below keeps lies within the largest reach of the sweep's box
+        cnt = nbr_box(grid, agents, n, xmin - ra - grid.reach, ymin - ra - grid.reach, xmax + ra + grid.reach,
+                      ymax + ra + grid.reach)
+    for q in range(n if cnt < 0 else cnt):
+        j = q if cnt < 0 else grid.cand[q]
         if j == i:
             continue
         b = &agents[j]
@@ -240,7 +248,7 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
         near = (b.x - sw.x[k]) * sw.c[k] + (b.y - sw.y[k]) * sw.s[k] - ahl \
             - bhl * fabs(b.cos_h * sw.c[k] + b.sin_h * sw.s[k]) - bhw * fabs(b.cos_h * sw.s[k] - b.sin_h * sw.c[k])
         g = sw.d[k] + clip(near, 0.0, sw.d[hit] - sw.d[k])
-        if g < ld.gap:
+        if g < ld.gap or (g == ld.gap and j < ld.who):
             ld.gap = g
             ld.speed = b.speed * (b.cos_h * sw.c[hit] + b.sin_h * sw.s[hit])
             ld.slow = fabs(b.speed) < 1.0
@@ -369,7 +377,7 @@ cdef inline void _advance_route(const MapC* m, Agent* a, Rng* rng, double L, dou
 cdef inline double idm_desired_accel(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i,
                                      const double* cp_all, const IdmParams* p, const unsigned char* sl_state,
                                      double v0_factor, double lat_off, double v0_cap, Sweep* sw, Leader* ld,
-                                     double* v0_out) noexcept nogil:
+                                     double* v0_out, AgentGrid* grid=NULL) noexcept nogil:
     """Steps 1-5 of ``idm_step`` up to the law: the predicted sweep along the decided route (``a.lane``,
     ``a.lane_s``, ``a.route_lane``), the nearest constraint ahead (leader, stop bar, yielding,
     pedestrians) in ``ld``, the curve limit, and the IDM acceleration on them within the braking clip
@@ -390,12 +398,12 @@ cdef inline double idm_desired_accel(const MapC* m, Agent* agents, Py_ssize_t n,
     bcomf = p.comfort_decel[mode]
     s0 = p.min_gap[mode]
     _predict(m, a, _kappa_max(a, cp_all), p.lookahead, sw, lat_off)
-    _leader_gap(m, agents, n, i, sw, p, v, ld)
+    _leader_gap(m, agents, n, i, sw, p, v, ld, grid)
     L = lane_length(m, a.lane)
     dist_bar = L - a.lane_s - 0.5 * a.length
     _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, ld)
     _yield_constraint(m, agents, n, i, sl_state, p, cp_all, sw, v, bcomf, s0, dist_bar, ld)
-    _stop_at(ld, pedestrian_yield(agents, n, i, sw, p.ped_horizon, p.side_margin))
+    _stop_at(ld, pedestrian_yield(agents, n, i, sw, p.ped_horizon, p.side_margin, grid))
     a_curve = _curve_limit(sw, p.curve_accel, v, &v0)
     acc = idm_accel(v, v0, ld.gap, ld.speed, T, amax, bcomf, s0, p.delta)
     if a_curve < acc:
@@ -406,7 +414,7 @@ cdef inline double idm_desired_accel(const MapC* m, Agent* agents, Py_ssize_t n,
 
 cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
                           const IdmParams* p, const unsigned char* sl_state, Rng* rng, double dt,
-                          double v0_factor=-1.0, double lat_off=0.0) noexcept nogil:
+                          double v0_factor=-1.0, double lat_off=0.0, AgentGrid* grid=NULL) noexcept nogil:
     """One step of IDM vehicle ``agents[i]`` (the named steps of this module's header, in order). A
     planner vehicle (``planner.pxd``) passes the target speed it tracks as ``v0_factor`` (a fraction
     of the lane's limit, replacing its mode's ``v0_scale``; negative for an IDM vehicle) and its
@@ -422,11 +430,11 @@ cdef inline void idm_step(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t
     mode = a.idm_mode
     if a.route_lane < 0:
         a.route_lane = _route_next(m, rng, a.lane)
-    acc = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, v0_factor, lat_off, 1e9, &sw, &ld, &v0)
+    acc = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, v0_factor, lat_off, 1e9, &sw, &ld, &v0, grid)
     v1 = v + acc * dt
     if v1 < 0:
         v1 = 0.0
     _advance_route(m, a, rng, lane_length(m, a.lane), _integrate(a, v, v1, sw.k[1] if sw.n >= 1 else 0.0, dt) * dt)
     if p.lc.enabled or v0_factor >= 0:  # a planner vehicle's crossing ends as a lane change's does
         lane_change(m, agents, n, i, &p.lc, ld.who if v0_factor < 0 else -1, ld.gap, v0, p.time_headway[mode],
-                    p.max_accel[mode], p.comfort_decel[mode], p.min_gap[mode], p.delta, rng, dt, lat_off)
+                    p.max_accel[mode], p.comfort_decel[mode], p.min_gap[mode], p.delta, rng, dt, lat_off, grid)

@@ -11,6 +11,7 @@
 cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
     """Advance world ``w`` by dt, in a fixed order (see the header of this file)."""
     cdef SigState st
+    cdef AgentGrid grid
     _sig_state(e, w, &st)
     # A world past its horizon has ended: its slots are no longer valid until it is reset.
     cdef bint over = e.t[w] >= e.horizon
@@ -26,9 +27,11 @@ cdef void _step_world(Engine e, Py_ssize_t w) noexcept nogil:
                          e.z_gate, &e.ped_stats[w * N_PED_STATS])
     grid_build(&e.agents[w * e.max_agents], e.n_agents[w], &e.grid_head[w * AGENT_BUCKETS],
                &e.grid_next[w * e.max_agents], e.agent_cell)
-    _judge_agents(e, w, over, &st)
+    # one neighbour grid for judging and observing: no agent moves between the two
+    _nbr_grid(e, w, &grid)
+    _judge_agents(e, w, over, &st, &grid)
     _truncate_at_horizon(e, w)
-    _observe_world(e, w)
+    _observe_world(e, w, &grid)
 
 cdef void _open_slots(Engine e, Py_ssize_t w, bint over) noexcept nogil:
     """Clear the slots' step outputs; a slot is valid this step when it holds a live controlled
@@ -55,6 +58,8 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
     cdef const double* trk
     cdef Agent* a
     cdef StepEvents ev
+    cdef AgentGrid grid
+    _nbr_grid(e, w, &grid)
     for i in range(n):
         a = &e.agents[base + i]
         if not a.alive:
@@ -64,20 +69,20 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
                 continue
             front_centre(a, &a.front_x, &a.front_y)
             if a.ego_driver:
-                _ego_drive(e, w, i, st)
-                continue
-            c = a.cls
-            act = e.act[w * K + a.slot]
-            nl = e.n_lat[c]
-            step_dynamics(a, &e.cp[c * N_CP], a.dyn, e.grid_long[c * MAX_GRID + act // nl],
-                          e.grid_lat[c * MAX_GRID + act % nl], e.dt)
+                _ego_drive(e, w, i, st, &grid)
+            else:
+                c = a.cls
+                act = e.act[w * K + a.slot]
+                nl = e.n_lat[c]
+                step_dynamics(a, &e.cp[c * N_CP], a.dyn, e.grid_long[c * MAX_GRID + act // nl],
+                              e.grid_lat[c * MAX_GRID + act % nl], e.dt)
         elif a.role == ROLE_IDM:
             front_centre(a, &a.front_x, &a.front_y)
             prev_lane = a.lane
             if e.plan[base + i].on:
-                _planner_drive(e, w, i, st)
+                _planner_drive(e, w, i, st, &grid)
             else:
-                idm_step(m, &e.agents[base], n, i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt)
+                idm_step(m, &e.agents[base], n, i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt, -1.0, 0.0, &grid)
             memset(&ev, 0, sizeof(StepEvents))
             traffic_rules(m, a, prev_lane, st.sl, &e.stop_rules, &e.rngs[w], e.dt, &ev)
         elif a.role == ROLE_LOG:
@@ -89,8 +94,24 @@ cdef void _move_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) no
                 a.speed = trk[4] * a.cos_h + trk[5] * a.sin_h
             else:
                 a.alive = 0
+        # the later agents' queries see this one where it now is
+        nbr_moved(&grid, &e.agents[base], i)
 
-cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st,
+
+cdef inline void _nbr_grid(Engine e, Py_ssize_t w, AgentGrid* g) noexcept nogil:
+    """World ``w``'s neighbour grid (neighbours.pxd) over its agents' present positions."""
+    g.head = &e.nbr_head[w * NBR_BUCKETS]
+    g.nxt = &e.nbr_next[w * e.max_agents]
+    g.cx = &e.nbr_cx[w * e.max_agents]
+    g.cy = &e.nbr_cy[w * e.max_agents]
+    g.cand = &e.nbr_cand[w * e.max_agents]
+    g.peds = &e.nbr_peds[w * e.max_agents]
+    g.cell = NBR_CELL
+    g.map_area = (e.wmap[w].xmax - e.wmap[w].xmin) * (e.wmap[w].ymax - e.wmap[w].ymin)
+    g.mode = e.neighbour_mode
+    nbr_start(g, &e.agents[w * e.max_agents], e.n_agents[w])
+
+cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st, AgentGrid* grid,
                          double max_factor=1e9) noexcept nogil:
     """A planner vehicle (planner.pxd): a new plan when its interval has run out, then the IDM step
     tracking the plan's target speed (at most ``max_factor`` of the lane's limit) and lateral offset."""
@@ -105,11 +126,11 @@ cdef void _planner_drive(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* s
             ps.timer = e.planp.interval
         plan_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, ps, &e.planp, &e.cp[a.cls * N_CP],
                   e.idmp.time_headway[mode], e.idmp.max_accel[mode], e.idmp.comfort_decel[mode],
-                  e.idmp.min_gap[mode], e.idmp.delta, e.idmp.max_decel, &e.rngs[w])
+                  e.idmp.min_gap[mode], e.idmp.delta, e.idmp.max_decel, &e.rngs[w], grid)
     idm_step(e.wmap[w], &e.agents[base], e.n_agents[w], i, e.cp, &e.idmp, st.sl, &e.rngs[w], e.dt,
-             ps.speed_factor if ps.speed_factor < max_factor else max_factor, ps.lat_off)
+             ps.speed_factor if ps.speed_factor < max_factor else max_factor, ps.lat_off, grid)
 
-cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) noexcept nogil:
+cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st, AgentGrid* grid) noexcept nogil:
     """Rules, reward, counters and consequences for every live controlled agent; IDM vehicles
     only record their collisions (and, when handed over from a slot, their progress)."""
     cdef Py_ssize_t base = w * e.max_agents, i
@@ -127,12 +148,12 @@ cdef void _judge_agents(Engine e, Py_ssize_t w, bint over, const SigState* st) n
                 # the rule-based law keeps the lane of its route in ``lane``; the judge's lane state
                 # (the lane under the agent) is for the rules only
                 ego_lane = a.lane
-                _judge(e, w, i, st)
+                _judge(e, w, i, st, grid)
                 a.lane = ego_lane
             else:
-                _judge(e, w, i, st)
+                _judge(e, w, i, st, grid)
 
-cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexcept nogil:
+cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st, AgentGrid* grid) noexcept nogil:
     """One controlled agent: collision, lane state, off-road or incursion, wrong way, stop lines
     and signals, comfort, goal; then its reward, its counters and what the events do to it."""
     cdef Py_ssize_t base = w * e.max_agents, r
@@ -172,7 +193,7 @@ cdef void _judge(Engine e, Py_ssize_t w, Py_ssize_t i, const SigState* st) noexc
     e.sevt[r] = _event_bits(&ev)
     count_events(&e.cnt[r * N_COUNTERS], &ev)
     episode_metrics_step(&e.em[r * N_EPISODE_METRICS], m, &e.agents[base], e.n_agents[w], i, prev_lane, st.sl,
-                         &e.metp, e.z_gate, e.dt, ev.offroad_excursion)
+                         &e.metp, e.z_gate, e.dt, ev.offroad_excursion, grid)
     _settle(e, w, a, r, consequence(&ev, e.conseq_collision, e.conseq_offroad, e.conseq_wrong_way,
                                      e.conseq_red_light),
                  ev.goal)
@@ -230,7 +251,7 @@ cdef void _truncate_at_horizon(Engine e, Py_ssize_t w) noexcept nogil:
                 e.trunc[r] = 1
                 e.nact[r] = 0
 
-cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
+cdef void _observe_world(Engine e, Py_ssize_t w, AgentGrid* grid) noexcept nogil:
     cdef Py_ssize_t K = e.slots_per_world, base = w * e.max_agents, k, r, i
     cdef const MapC* m = e.wmap[w]
     cdef ObsOut out
@@ -257,9 +278,7 @@ cdef void _observe_world(Engine e, Py_ssize_t w) noexcept nogil:
         if e.partners.max_n > 0:
             e.prev_np[r] = write_partners(&out, r * e.obs_dim, &e.partners, &e.agents[base],
                                              e.n_agents[w], i, &e.d2buf[base], &e.idxbuf[base],
-                                             e.prev_np[r], &e.grid_head[w * AGENT_BUCKETS],
-                                             &e.grid_next[base], e.agent_cell, e.neighbour_mode,
-                                             (m.xmax - m.xmin) * (m.ymax - m.ymin))
+                                             e.prev_np[r], grid)
         if e.road.max_n > 0:
             e.prev_nr[r] = write_road(&out, r * e.obs_dim, &e.road, &m.obs, a, e.prev_nr[r])
         if e.traffic.max_n > 0:

@@ -17,6 +17,7 @@ from common cimport Agent, MapC, SIG_RED, SIG_YELLOW, STOP_CLEARED, ROLE_IDM, SL
 from scene cimport lane_length, lane_point, lane_segment_at
 from geometry cimport wrap_angle
 from route cimport Sweep, PATH_POINTS, _only_successor, _predict, _kappa_max
+from neighbours cimport AgentGrid
 
 
 cdef enum:
@@ -364,23 +365,24 @@ cdef inline bint _exit_blocked(const MapC* m, Agent* agents, Py_ssize_t n, Py_ss
 
 
 cdef inline double pedestrian_yield(Agent* agents, Py_ssize_t n, Py_ssize_t i, const Sweep* sw, double horizon,
-                                    double margin) noexcept nogil:
+                                    double margin, const AgentGrid* grid=NULL) noexcept nogil:
     """How far vehicle i may travel before its body, swept along its predicted poses (grown by
     ``margin`` metres on each side), would meet a walking pedestrian's disc anywhere on the
     pedestrian's straight walk over the next ``horizon`` seconds (sampled every 0.25 s); 1e9 when
     no pedestrian's walk enters the path. Pedestrians at rest are left to the leader search (they
     only block where they stand). Conservative on purpose: it does not ask whether the vehicle
-    would in fact arrive first."""
+    would in fact arrive first. With ``grid``, only its list of the world's pedestrians is looked at."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, t
     cdef int k, q, nq
     cdef double stop = 1e9, ahl = 0.5 * a.length, ahw = 0.5 * a.width + margin, rb, vx, vy, px, py
     cdef double lon, lat, reach, dx, dy, xmin = sw.xmin, xmax = sw.xmax, ymin = sw.ymin, ymax = sw.ymax
     if horizon <= 0 or sw.n < 1:
         return stop
     nq = <int>(horizon / 0.25)
-    for j in range(n):
+    for t in range(n if grid == NULL else grid.n_peds):
+        j = t if grid == NULL else grid.peds[t]
         b = &agents[j]
         if j == i or not b.alive or b.cls != CLS_PEDESTRIAN or b.speed < 0.1:
             continue

@@ -360,12 +360,12 @@ class EngineConfig:
     still reads the opposing lane (wrong way). False: the nearest centerline every step (appendix B's
     "nearest lane"). Pedestrians always take the nearest centerline."""
     neighbour_search: str = "auto"
-    """How the engine finds an agent's neighbours for the partner observation (ours): "grid" through
-    the agent grid the collision check keeps (the cells within the radius), "scan" over every agent of
-    the world, "auto" the grid where its cells within the radius cover at most a sixteenth of the map
-    and number fewer than half the world's agents (dense worlds on large maps; on a town the scan is
-    cheaper, since the grid's cells are sized for collisions). The answer is the same either way
-    (nearest first, ties by index); only the cost differs."""
+    """How the engine finds an agent's neighbours (ours) for the partner observation, the IDM leader
+    search, lane changes and the judged episode metrics: "grid" through a per-world grid of 12 m cells
+    (``cyext/neighbours.pxd``), "scan" over every agent of the world, "auto" the grid where a query's box
+    covers at most an eighth of the map and at most a quarter as many cells as the world has agents (dense worlds on
+    town-sized maps and larger; on a small map the scan's cheap rejections are faster). The answer is
+    the same either way, bit for bit; only the cost differs."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
