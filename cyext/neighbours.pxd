@@ -6,7 +6,7 @@ the world (O(n) per query, O(n^2) per world step, in dense scenes the step's lar
 The collision grid (``rules.grid_build``, cells of twice the longest box) answers the 3 x 3-cell box
 tests; this grid is finer, for the queries with a reach of tens of metres: the partner observation
 (``observe.write_partners``), the IDM leader search along the predicted sweep
-(``roadusers._leader_gap``), a lane change's corridor (``lanechange._lane_free``) and the judged
+(``roadusers._leader_gap``) and its gap acceptance at a stop sign, a lane change's corridor (``lanechange._lane_free``) and the judged
 episode metrics (``metrics.episode_metrics_step``). Each of them keeps its own exact test and runs it
 over the grid's candidates (a superset of what the test keeps) instead of every agent; where the
 order of the agents could matter it is made not to (ties by index), so a query answers as the scan

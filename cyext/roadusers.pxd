@@ -257,14 +257,14 @@ cdef inline void _leader_gap(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssiz
 
 cdef inline void _stop_constraints(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i,
                                    const unsigned char* sl_state, double v, double bcomf, double dist_bar,
-                                   Leader* ld) noexcept nogil:
+                                   Leader* ld, AgentGrid* grid) noexcept nogil:
     """The stop bar ending the lane (``dist_bar`` metres from the front) on red, on yellow when there
     is room to stop, or with an uncleared stop sign; and gap acceptance at a cleared stop sign: wait
     at the bar while another vehicle approaches within 30 m with us in front of it (the major road
     has priority)."""
     cdef Agent* a = &agents[i]
     cdef Agent* b
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, q, cnt = -1
     cdef int sl = m.lane_stop_line[a.lane]
     cdef double dx, dy, g
     if sl < 0:
@@ -275,7 +275,10 @@ cdef inline void _stop_constraints(const MapC* m, Agent* agents, Py_ssize_t n, P
             (m.sl_control[sl] == SLC_STOP_SIGN and a.stop_state != STOP_CLEARED)):
         _stop_at(ld, dist_bar)
     if m.sl_control[sl] == SLC_STOP_SIGN and a.stop_state == STOP_CLEARED and dist_bar < 3.0:
-        for j in range(n):
+        if grid != NULL:  # what the test below keeps lies within hypot(30, 8) < 31.1 m
+            cnt = nbr_box(grid, agents, n, a.x - 31.1, a.y - 31.1, a.x + 31.1, a.y + 31.1)
+        for q in range(n if cnt < 0 else cnt):
+            j = q if cnt < 0 else grid.cand[q]
             b = &agents[j]
             if j == i or not b.alive or b.speed < 0.5:
                 continue
@@ -401,7 +404,7 @@ cdef inline double idm_desired_accel(const MapC* m, Agent* agents, Py_ssize_t n,
     _leader_gap(m, agents, n, i, sw, p, v, ld, grid)
     L = lane_length(m, a.lane)
     dist_bar = L - a.lane_s - 0.5 * a.length
-    _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, ld)
+    _stop_constraints(m, agents, n, i, sl_state, v, bcomf, dist_bar, ld, grid)
     _yield_constraint(m, agents, n, i, sl_state, p, cp_all, sw, v, bcomf, s0, dist_bar, ld)
     _stop_at(ld, pedestrian_yield(agents, n, i, sw, p.ped_horizon, p.side_margin, grid))
     a_curve = _curve_limit(sw, p.curve_accel, v, &v0)
