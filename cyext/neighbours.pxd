@@ -6,8 +6,9 @@ the world (O(n) per query, O(n^2) per world step, in dense scenes the step's lar
 The collision grid (``rules.grid_build``, cells of twice the longest box) answers the 3 x 3-cell box
 tests; this grid is finer, for the queries with a reach of tens of metres: the partner observation
 (``observe.write_partners``), the IDM leader search along the predicted sweep
-(``roadusers._leader_gap``) and its gap acceptance at a stop sign, a lane change's corridor (``lanechange._lane_free``) and the judged
-episode metrics (``metrics.episode_metrics_step``). Each of them keeps its own exact test and runs it
+(``roadusers._leader_gap``) and its gap acceptance at a stop sign, a lane change's corridor
+(``lanechange._lane_free``), the planner's neighbours (``planner._gather``) and the judged episode
+metrics (``metrics.episode_metrics_step``). Each of them keeps its own exact test and runs it
 over the grid's candidates (a superset of what the test keeps) instead of every agent; where the
 order of the agents could matter it is made not to (ties by index), so a query answers as the scan
 does, bit for bit (``tests/test_neighbours.py``).
@@ -27,9 +28,8 @@ cdef enum:
 # ------------------------------------------------------------------ the neighbour grid of one world
 #
 # A second, finer grid than the collision grid (whose cells must span two of the longest boxes, 45 m
-# with buses, so that a box query looks at 3 x 3 cells): box queries of rule-based vehicles (the IDM
-# leader along its predicted sweep, a lane change's corridor) and the judged episode metrics ask for
-# the agents within a few tens of metres, which NBR_CELL-sized cells answer with few candidates. The
+# with buses, so that a box query looks at 3 x 3 cells): the queries above ask for the agents within
+# a few tens of metres, which NBR_CELL-sized cells answer with few candidates. The
 # cell size changes which agents are looked at, never an answer: each caller applies its own exact
 # test to every candidate, and a candidate set is a superset of what that test keeps.
 #
@@ -142,9 +142,9 @@ cdef inline Py_ssize_t nbr_box(AgentGrid* g, const Agent* agents, Py_ssize_t n, 
                                double xmax, double ymax) noexcept nogil:
     """The live agents whose centre lies in a cell that the box [xmin, xmax] x [ymin, ymax] touches,
     into ``g.cand`` in the grid's order; their count. -1 when the caller's scan is the cheaper answer
-    (NEIGHBOURS_SCAN; under NEIGHBOURS_AUTO also a box of more cells than a quarter of the world's agents or
-    of more than an eighth of the map's area: on a small map the scan's cheap rejections beat the
-    grid's bookkeeping, BENCHMARKS.md, the density sweep)."""
+    (NEIGHBOURS_SCAN; under NEIGHBOURS_AUTO also a box of more cells than a quarter of the world's
+    agents or of more than an eighth of the map's area: on a small map the scan's cheap rejections
+    beat the grid's bookkeeping, BENCHMARKS.md, the density sweep)."""
     cdef long long cx0, cy0, cx1, cy1, cx, cy
     cdef Py_ssize_t m = 0
     cdef int j
