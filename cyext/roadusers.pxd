@@ -285,7 +285,8 @@ cdef inline void _stop_constraints(const MapC* m, Agent* agents, Py_ssize_t n, P
             dx = a.x - b.x
             dy = a.y - b.y
             g = dx * b.cos_h + dy * b.sin_h
-            if 0 < g < 30.0 and fabs(-dx * b.sin_h + dy * b.cos_h) < 8.0 and b.cos_h * a.cos_h + b.sin_h * a.sin_h < 0.7:
+            if (0 < g < 30.0 and fabs(-dx * b.sin_h + dy * b.cos_h) < 8.0
+                    and b.cos_h * a.cos_h + b.sin_h * a.sin_h < 0.7):
                 _stop_at(ld, dist_bar)
                 break
 

@@ -361,11 +361,12 @@ class EngineConfig:
     "nearest lane"). Pedestrians always take the nearest centerline."""
     neighbour_search: str = "auto"
     """How the engine finds an agent's neighbours (ours) for the partner observation, the IDM leader
-    search, lane changes and the judged episode metrics: "grid" through a per-world grid of 12 m cells
-    (``cyext/neighbours.pxd``), "scan" over every agent of the world, "auto" the grid where a query's box
-    covers at most an eighth of the map and at most a quarter as many cells as the world has agents (dense worlds on
-    town-sized maps and larger; on a small map the scan's cheap rejections are faster). The answer is
-    the same either way, bit for bit; only the cost differs."""
+    search and stop-sign gap acceptance, lane changes, the planner's neighbours and the judged episode
+    metrics: "grid" through a per-world grid of 12 m cells (``cyext/neighbours.pxd``), "scan" over
+    every agent of the world, "auto" the grid where a query's box covers at most an eighth of the map
+    and at most a quarter as many cells as the world has agents (dense worlds on town-sized maps and
+    larger; on a small map the scan's cheap rejections are faster). The answer is the same either way,
+    bit for bit; only the cost differs."""
     classes: Mapping[AgentType, ClassSpec] = field(default_factory=default_classes)
     """One :class:`ClassSpec` per agent type (section 3.2, appendix D.1; see ``default_classes``)."""
     rewards: Mapping[str, tuple[RewardRange, RewardRange, RewardRange]] = field(default_factory=default_rewards)
