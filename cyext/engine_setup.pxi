@@ -19,7 +19,7 @@ ENGINE_SETTINGS = (
     "obs.vehicle_dims", "obs.collision_state", "obs.steering_angle", "obs.acceleration", "obs.stop_sign_state",
     "obs.alpha_params", "obs.kinematic_params", "obs.lane_state", "obs.lateral_velocity", "obs.yaw_rate",
     "obs.road_curvature", "obs.curvature_lookahead", "obs.road_curvature_route", "obs.topology_goal_distance",
-    "obs.topology_max_distance", "obs.stop_line_ahead", "obs.goal_scale", "obs.speed_scale", "obs.partners",
+    "obs.topology_max_distance", "obs.stop_line_ahead", "obs.stop_line_route", "obs.goal_scale", "obs.speed_scale", "obs.partners",
     "obs.max_partners", "obs.partner_radius", "obs.partner_acceleration", "obs.road", "obs.max_road_segments",
     "obs.road_radius", "obs.traffic", "obs.max_traffic", "obs.traffic_lights", "obs.max_traffic_lights",
     "obs.traffic_radius", "obs.z_gate", "obs.dtype", "obs.noise_std", "obs.noise_clip", "obs.slot_dropout",
@@ -217,6 +217,7 @@ cdef _load_obs_layout(Engine eng, o, alpha):
     e.topology_cap = o["topology_max_distance"]
     e.stop_line_ahead = ego.get("stop_line_ahead", -1)
     e.stop_line_cap = o["traffic_radius"]
+    e.stop_line_route = o["stop_line_route"]
     e.lane_max_dist = eng.settings["lane_max_distance"]
     e.z_gate = o["z_gate"]
     e.n_alpha = len(alpha)

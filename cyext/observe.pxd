@@ -51,6 +51,11 @@ cdef enum:
     TRAFFIC_STOP_LINE = 0
     TRAFFIC_LIGHT = 1
 
+# ObsConfig.stop_line_route follows at most this many lanes past the current one (a bound against a
+# lane graph with a cycle of lanes shorter in all than traffic_radius).
+cdef enum:
+    STOP_LINE_MAX_HOPS = 64
+
 
 ctypedef struct ObsNorm:
     # Observation normalisers (appendix C). A ``*_scale`` multiplies the raw value; a ``*_range``
@@ -192,6 +197,7 @@ ctypedef struct EgoLayout:
     int topology_goal_distance
     int stop_line_ahead                            # ours: the stop line ending the current lane
     double stop_line_cap                           # m: traffic_radius, the distance read when none
+    bint stop_line_route                           # stop_line_route: past the lane's end, along the route
     double curvature_lookahead                     # m
     bint curvature_route                           # road_curvature_route: past a fork, the goal's branch
     double topology_cap                            # m: topology_max_distance
@@ -252,18 +258,40 @@ cdef inline double topology_goal_distance(const MapC* m, const EgoLayout* L, Age
 
 
 cdef inline void write_stop_line_ahead(ObsOut* o, Py_ssize_t b, const EgoLayout* L, Agent* a, const MapC* m,
-                                      const unsigned char* sl_state) noexcept nogil:
+                                      const unsigned char* sl_state, LaneGraphScratch* sc) noexcept nogil:
     """``ObsConfig.stop_line_ahead``: the stop line at the end of the agent's current lane, its distance
     along the lane x ``position_scale`` (capped at ``L.stop_line_cap``) and its state one-hot (red,
-    yellow, green, off/unknown); no lane, or a lane ending in no line, reads the cap and off/unknown."""
-    cdef Py_ssize_t sl = m.lane_stop_line[a.lane] if a.lane >= 0 else -1
-    cdef double d = L.stop_line_cap
+    yellow, green, off/unknown); no lane, or a lane ending in no line, reads the cap and off/unknown.
+    With ``L.stop_line_route`` (``ObsConfig.stop_line_route``) a lane ending in no line is followed
+    onto its successor (the only one, or at a fork the one on the goal's route) until a lane that
+    ends in a line, the cap, a fork with the goal hidden or off the graph, or a lane without
+    successors; the distance is then the sum along those lanes."""
+    cdef int lane = a.lane
+    cdef Py_ssize_t sl = -1
+    cdef double d = L.stop_line_cap, ahead = 0.0
     cdef int state = SIG_OFF
-    cdef int k
+    cdef int k, n, hops = 0
+    if lane >= 0:
+        sl = m.lane_stop_line[lane]
+        ahead = lane_length(m, lane) - a.lane_arc
+        if ahead < 0.0:
+            ahead = 0.0
+        if L.stop_line_route:
+            while sl < 0 and ahead <= L.stop_line_cap and hops < STOP_LINE_MAX_HOPS:
+                n = m.succ_off[lane + 1] - m.succ_off[lane]
+                if n == 1:
+                    lane = m.succ[m.succ_off[lane]]
+                elif n > 1 and not a.goal_hidden:
+                    lane = route_successor(m, a, lane, L.lane_max_dist, L.z_gate, L.topology_cap, sc)
+                else:
+                    lane = -1
+                if lane < 0:
+                    break
+                ahead += lane_length(m, lane)
+                sl = m.lane_stop_line[lane]
+                hops += 1
     if sl >= 0:
-        d = lane_length(m, a.lane) - a.lane_arc
-        if d < 0.0:
-            d = 0.0
+        d = ahead
         if d > L.stop_line_cap:
             d = L.stop_line_cap
         elif m.sl_control[sl] == SLC_SIGNAL:
@@ -344,7 +372,7 @@ cdef inline void write_ego(ObsOut* o, Py_ssize_t row, const EgoLayout* L, Agent*
         v = 0.0 if a.goal_hidden else topology_goal_distance(m, L, a, sc) * L.n.goal_scale
         obs_put(o, b + L.topology_goal_distance, clamp_obs(v))
     if L.stop_line_ahead >= 0:
-        write_stop_line_ahead(o, b + L.stop_line_ahead, L, a, m, sl_state)
+        write_stop_line_ahead(o, b + L.stop_line_ahead, L, a, m, sl_state, sc)
 
 
 cdef inline void select_next_nearest(double* d2buf, int* idxbuf, Py_ssize_t k, Py_ssize_t m) noexcept nogil:

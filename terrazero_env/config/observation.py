@@ -91,6 +91,15 @@ class ObsConfig:
     carry the same state (the paper calls the ego's own approaching line its only channel to the
     signal), but a policy must first work out which of the nearest lines is its own; this names it, as
     ``stop_sign_state`` does for stop signs."""
+    stop_line_route: bool = False
+    """With ``stop_line_ahead``, where the current lane ends in no line, follow it onto its successor
+    (the only one; at a fork the one on the shortest lane-graph route to the goal, as
+    ``road_curvature_route``) and on, until a lane that ends in a line or ``traffic_radius``; the
+    distance is the sum along those lanes (ours, off by default; with the goal hidden or off the lane
+    graph the walk stops at a fork). Where a map splits the approach to a junction into several lanes
+    (CARLA Town10HD: 6 of its 35 signal approaches are shorter than 10 m, against none on the
+    procedural towns and Town01), the lane that ends in the line may be a few metres long, and without
+    this a car sees its red only once it is on it."""
     goal_scale: float = 0.005
     """rel_goal_pos = ego-frame goal position (m) x this, 1/m (table 9: 0.005, so 200 m reads as 1). Raise
     it when goals are near: a task with goals 10-30 m away otherwise feeds the policy values below 0.15."""
