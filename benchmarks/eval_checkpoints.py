@@ -79,7 +79,8 @@ def evaluate_curve(run: Path, every: int, episodes: int, modes: list[str], seeds
             for seed in seeds:
                 if (steps, mode, seed, episodes) in done:
                     continue
-                model = model or load_checkpoint(zip_path)
+                if model is None:  # loaded once, and only for a checkpoint with rows still to do
+                    model = load_checkpoint(zip_path)
                 t0 = time.perf_counter()
                 res = evaluate(model, cfg, episodes=episodes, seed=seed, deterministic=mode == "deterministic")
                 row = {"agent_steps": steps, "checkpoint": folder.name, "mode": mode, "seed": seed,

@@ -19,9 +19,9 @@ ENGINE_SETTINGS = (
     "obs.vehicle_dims", "obs.collision_state", "obs.steering_angle", "obs.acceleration", "obs.stop_sign_state",
     "obs.alpha_params", "obs.kinematic_params", "obs.lane_state", "obs.lateral_velocity", "obs.yaw_rate",
     "obs.road_curvature", "obs.curvature_lookahead", "obs.road_curvature_route", "obs.topology_goal_distance",
-    "obs.topology_max_distance", "obs.stop_line_ahead", "obs.stop_line_route", "obs.goal_scale", "obs.speed_scale", "obs.partners",
-    "obs.max_partners", "obs.partner_radius", "obs.partner_acceleration", "obs.road", "obs.max_road_segments",
-    "obs.road_radius", "obs.traffic", "obs.max_traffic", "obs.traffic_lights", "obs.max_traffic_lights",
+    "obs.topology_max_distance", "obs.stop_line_ahead", "obs.stop_line_route", "obs.goal_scale", "obs.speed_scale",
+    "obs.partners", "obs.max_partners", "obs.partner_radius", "obs.partner_acceleration", "obs.road",
+    "obs.max_road_segments", "obs.road_radius", "obs.traffic", "obs.max_traffic", "obs.traffic_lights", "obs.max_traffic_lights",
     "obs.traffic_radius", "obs.z_gate", "obs.dtype", "obs.noise_std", "obs.noise_clip", "obs.slot_dropout",
     "obs.state_dropout",
     # scene initialization

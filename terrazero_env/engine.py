@@ -189,12 +189,13 @@ def engine_tables(config: EngineConfig) -> dict[str, np.ndarray]:
 #: The ``ObsConfig`` fields the engine reads (``road_segment_length`` is the map index's, read here).
 _OBS_SETTINGS = (
     "agent_type", "rel_goal_pos", "goal_dropout_flag", "state_dropout_flag", "speed", "vehicle_dims",
-    "collision_state", "steering_angle", "acceleration", "stop_sign_state", "alpha_params", "kinematic_params",
-    "lane_state", "lateral_velocity", "yaw_rate", "road_curvature", "curvature_lookahead", "road_curvature_route",
-    "topology_goal_distance", "topology_max_distance", "stop_line_ahead", "stop_line_route", "goal_scale", "speed_scale", "partners",
-    "max_partners", "partner_radius", "partner_acceleration", "road", "max_road_segments", "road_radius", "traffic",
-    "max_traffic", "traffic_lights", "max_traffic_lights", "traffic_radius", "z_gate", "dtype", "noise_std",
-    "noise_clip", "slot_dropout", "state_dropout",
+    "collision_state", "steering_angle", "acceleration", "stop_sign_state", "alpha_params",
+    "kinematic_params", "lane_state", "lateral_velocity", "yaw_rate", "road_curvature", "curvature_lookahead",
+    "road_curvature_route", "topology_goal_distance", "topology_max_distance", "stop_line_ahead",
+    "stop_line_route", "goal_scale", "speed_scale", "partners", "max_partners", "partner_radius",
+    "partner_acceleration", "road", "max_road_segments", "road_radius", "traffic", "max_traffic",
+    "traffic_lights", "max_traffic_lights", "traffic_radius", "z_gate", "dtype", "noise_std", "noise_clip",
+    "slot_dropout", "state_dropout",
 )
 _INIT_SETTINGS = ("class_weights", "controlled", "goal_dropout", "spawn_clearance", "num_agents", "placement_tries",
                   "randomize_kinematics", "p_random", "initial_speed", "goal_distance", "goal_min_forward",
