@@ -48,7 +48,7 @@ from . import losses, targets
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
 from .policies import DEFAULT_OPTIMIZER_KWARGS, DeepSetsPolicy, layout_from_env
-from .rollout_buffer import MaskedRolloutBuffer, MaskedRolloutSamples
+from .rollout_buffer import MaskedRolloutBuffer, MaskedRolloutSamples, PackedEntities
 
 __all__ = ["PPO", "MaskedRolloutBuffer", "MaskedRolloutSamples"]
 
@@ -83,6 +83,10 @@ class PPO(SB3PPO):
     :param array_path: when the env is a Gymnasium vector env (wrapped here for SB3), collect rollouts
         by stepping it directly and reading its arrays (:mod:`terrazero_env.agents.collect`); False: go
         through the SB3 adapter's per-slot infos (same results, slower; for other SB3 tooling).
+    :param pack_once: on the array path with the packed entity encoder, keep the present entities the
+        policy packed at collection and gather the update's minibatches from them
+        (:class:`~terrazero_env.agents.rollout_buffer.PackedEntities`) instead of packing every
+        observation again per minibatch (same values); False: pack per minibatch.
     """
 
     policy_aliases = {**SB3PPO.policy_aliases, "DeepSetsPolicy": DeepSetsPolicy}
@@ -96,7 +100,7 @@ class PPO(SB3PPO):
                  c_bar: float = 1.0, popart: bool = True, popart_decay: float = 0.9997,
                  popart_min_sigma: float = 1e-4, popart_schedule: str = "sample", prioritized: bool = True, priority_alpha: float = 0.85,
                  priority_beta0: float = 0.85, priority_beta_final: float = 0.978, segment_length: int | None = None,
-                 array_path: bool = True, policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
+                 array_path: bool = True, pack_once: bool = True, policy_kwargs: dict[str, Any] | None = None, _init_setup_model: bool = True,
                  **kwargs: Any) -> None:
         if clip_range_vf is not None:
             raise ValueError("value clipping is not supported (TerraZero table 14: unclipped)")
@@ -127,6 +131,7 @@ class PPO(SB3PPO):
         self.priority_beta0, self.priority_beta_final = priority_beta0, priority_beta_final
         self.segment_length = segment_length
         self.array_path = array_path
+        self.pack_once = pack_once
         #: Episode statistics of the array path (None until it runs; see ``agents/collect.py``).
         self.episode_tally: EpisodeTally | None = None
         #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
@@ -307,8 +312,9 @@ class PPO(SB3PPO):
             stage.copy_into(buf.observations[0], self._last_obs)
             next_obs = self._next_obs = torch.empty_like(buf.observations[0])
         overlapped = isinstance(venv, DoubleBufferedEnv)
-        steps = (self._overlapped_steps(venv, buf, stage, next_obs, n_rollout_steps) if overlapped
-                 else self._plain_steps(venv, buf, n_rollout_steps))
+        entities = self._entity_store(buf)
+        steps = (self._overlapped_steps(venv, buf, stage, next_obs, n_rollout_steps, entities) if overlapped
+                 else self._plain_steps(venv, buf, n_rollout_steps, entities))
         callback.on_rollout_start()
         ones = np.ones(n, bool)
         n_steps = 0
@@ -343,6 +349,8 @@ class PPO(SB3PPO):
         # SB3's ``_last_obs`` is a host array: on the CPU a view of ``_next_obs`` (overwritten only at
         # the end of the next rollout, by which time it was read), on a GPU one copy to the host.
         self._last_obs = self._next_obs_host = next_obs.numpy() if next_obs.device.type == "cpu" else next_obs.cpu().numpy()
+        if entities is not None:
+            entities.finalize()
         with torch.no_grad():
             values = self.denormalize_values(self.policy.predict_values(next_obs))
         buf.compute_returns_and_advantage(last_values=values, dones=dones)
@@ -358,17 +366,43 @@ class PPO(SB3PPO):
                  else np.clip(a, self.action_space.low, self.action_space.high))
         return a
 
-    def _plain_steps(self, venv: Any, buf: MaskedRolloutBuffer, n_rollout_steps: int) -> Generator[tuple, None, None]:
+    def _entity_store(self, buf: MaskedRolloutBuffer) -> PackedEntities | None:
+        """The buffer's store of packed entities when this rollout keeps them (``pack_once`` and a
+        policy with the packed encoder), created on first use; else None (and the buffer keeps none)."""
+        if not (self.pack_once and isinstance(self.policy, DeepSetsPolicy) and self.policy.packs_entities):
+            buf.entities = None
+            return None
+        fe = self.policy.features_extractor
+        store = buf.entities
+        if (store is None or store.n_steps != buf.buffer_size or store.n_envs != buf.n_envs
+                or store.groups != fe.entity_groups or store.typed != fe.typed):
+            store = buf.entities = PackedEntities(buf.buffer_size, buf.n_envs, fe.entity_groups, fe.typed)
+        store.reset()
+        return store
+
+    def _act(self, obs: torch.Tensor, entities: PackedEntities | None, step: int,
+             first_slot: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The policy's actions, values and log-probabilities of ``obs`` (no gradient); with a store, its
+        packing of ``obs`` is kept there as the slots ``first_slot ...`` of ``step``."""
+        with torch.no_grad():
+            if entities is None:
+                return self.policy(obs)
+            actions, values, log_probs, packed = self.policy.forward_packed(obs)
+        entities.add(step, first_slot, packed)
+        return actions, values, log_probs
+
+    def _plain_steps(self, venv: Any, buf: MaskedRolloutBuffer, n_rollout_steps: int,
+                     entities: PackedEntities | None = None) -> Generator[tuple, None, None]:
         """Per step: the policy on every slot's observation, then one step of the whole env. Yields the
         policy's outputs, the env's rewards, flags and info, and a function giving the observations."""
         for t in range(n_rollout_steps):
-            with torch.no_grad():
-                actions, values, log_probs = self.policy(buf.observations[t])
+            actions, values, log_probs = self._act(buf.observations[t], entities, t, 0)
             new_obs, rewards, terminated, truncated, info = venv.step(self._env_actions(actions))
             yield actions, values, log_probs, rewards, terminated, truncated, info, (lambda o=new_obs: o)
 
     def _overlapped_steps(self, venv: DoubleBufferedEnv, buf: MaskedRolloutBuffer, stage: ObservationStage,
-                          next_obs: torch.Tensor, n_rollout_steps: int) -> Generator[tuple, None, None]:
+                          next_obs: torch.Tensor, n_rollout_steps: int,
+                          entities: PackedEntities | None = None) -> Generator[tuple, None, None]:
         """:meth:`_plain_steps` on two halves, EnvPool-style: half 0 steps on the worker thread while
         the policy computes half 1's actions, then half 1 steps while the policy computes half 0's
         actions for the next step. Each half's new observations go into the buffer (row ``t + 1``, or
@@ -377,8 +411,7 @@ class PPO(SB3PPO):
 
         def act(t: int, h: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             lo, hi = halves[h]
-            with torch.no_grad():
-                return self.policy(buf.observations[t, lo:hi])
+            return self._act(buf.observations[t, lo:hi], entities, t, lo)
 
         current = act(0, 0)
         try:
@@ -430,7 +463,10 @@ class PPO(SB3PPO):
                 actions = batch.actions
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = actions.long().flatten()
-                values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
+                if batch.packed is not None:
+                    values, log_prob, entropy = self.policy.evaluate_actions_packed(batch.packed, actions)
+                else:
+                    values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
                 value_targets = batch.returns
                 if self.popart:
                     value_targets = (value_targets - self.popart_mean) / self.popart_sigma

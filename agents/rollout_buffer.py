@@ -17,8 +17,9 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from . import targets
 from .distributed import Sync
+from .policies import PackedObs
 
-__all__ = ["MaskedRolloutBuffer", "MaskedRolloutSamples"]
+__all__ = ["MaskedRolloutBuffer", "MaskedRolloutSamples", "PackedEntities"]
 
 
 class MaskedRolloutSamples(NamedTuple):
@@ -34,6 +35,110 @@ class MaskedRolloutSamples(NamedTuple):
     valid: torch.Tensor
     weights: torch.Tensor | None
     indices: torch.Tensor
+    #: The samples' observations with their entity groups packed (gathered from
+    #: :class:`PackedEntities`), or None where the rollout kept no packing.
+    packed: PackedObs | None = None
+
+
+class PackedEntities:
+    """The present entities of every observation of a rollout, as the policy packed them at collection
+    (:meth:`DeepSetsPolicy.forward_packed`), so that the update gathers its minibatches' entities
+    instead of finding and copying them again in every epoch.
+
+    Collection adds the packing of each step (or of each contiguous block of slots of a step) with
+    :meth:`add`; :meth:`finalize` lays them out in the buffer's flat sample order (sample ``i`` is step
+    ``i % T`` of env ``i // T``, so a trajectory segment's entities are one contiguous block) and
+    records, per group, where each sample's entities start and how many there are; :meth:`gather`
+    builds the :class:`PackedObs` of any samples from those offsets, copying each run of consecutive
+    samples as one block (the padding of the observations is never read again)."""
+
+    def __init__(self, n_steps: int, n_envs: int, groups: list[str], typed: bool) -> None:
+        self.n_steps, self.n_envs, self.groups, self.typed = n_steps, n_envs, list(groups), typed
+        self.reset()
+
+    def reset(self) -> None:
+        self._chunks: list[tuple[int, int, PackedObs]] = []
+        self.ready = False
+
+    def add(self, step: int, first_slot: int, packed: PackedObs) -> None:
+        """The packing of slots ``first_slot .. first_slot + packed.n - 1`` at ``step``."""
+        self._chunks.append((step, first_slot, packed))
+        self.ready = False
+
+    def finalize(self) -> bool:
+        """Lay out the chunks added since :meth:`reset`; False (and no packing kept) unless they tile
+        every (step, slot) pair exactly once."""
+        chunks = sorted(self._chunks, key=lambda c: (c[0], c[1]))
+        expect = 0
+        for step, first, packed in chunks:
+            if step * self.n_envs + first != expect:
+                break
+            expect += packed.n
+        t_len, n_env = self.n_steps, self.n_envs
+        if expect != t_len * n_env or not chunks:
+            self.reset()
+            return False
+
+        def env_major(x: torch.Tensor) -> torch.Tensor:  # [T * N, ...] (step-major) -> [N * T, ...]
+            return x.reshape(t_len, n_env, *x.shape[1:]).transpose(0, 1).reshape(x.shape)
+
+        self.ego = env_major(torch.cat([c[2].ego for c in chunks]))
+        self.kind = env_major(torch.cat([c[2].kind for c in chunks])) if self.typed else None
+        self.feats: dict[str, torch.Tensor] = {}
+        counts_all = []
+        for g in self.groups:
+            counts_sm = torch.cat([torch.bincount(c[2].groups[g][0], minlength=c[2].n) for c in chunks])
+            feats_sm = torch.cat([c[2].groups[g][1] for c in chunks])
+            counts = env_major(counts_sm)
+            starts = torch.cumsum(counts, 0) - counts
+            # Entity j of step-major sample k = t * N + n moves to the start of flat sample n * T + t,
+            # plus its place within the sample.
+            total = feats_sm.shape[0]
+            k = torch.repeat_interleave(torch.arange(t_len * n_env, device=counts.device), counts_sm,
+                                        output_size=total)
+            starts_sm = torch.cumsum(counts_sm, 0) - counts_sm
+            dest = starts.index_select(0, (k % n_env) * t_len + torch.div(k, n_env, rounding_mode="floor"))
+            dest += torch.arange(total, device=counts.device) - starts_sm.index_select(0, k)
+            self.feats[g] = torch.empty_like(feats_sm).index_copy_(0, dest, feats_sm)
+            counts_all.append(counts)
+        #: ``[N * T, groups]``: each sample's entity count and first entity, per group.
+        self.counts = torch.stack(counts_all, dim=1)
+        self.starts = torch.cumsum(self.counts, 0) - self.counts
+        self._chunks = []
+        self.ready = True
+        return True
+
+    def gather(self, indices: torch.Tensor) -> PackedObs:
+        """The :class:`PackedObs` of the samples at flat ``indices`` (int64 ``[B]``), in that order."""
+        b = indices.shape[0]
+        dev = indices.device
+        counts = self.counts.index_select(0, indices)  # [B, groups]
+        totals = counts.sum(0).tolist()
+        arange_b = torch.arange(b, device=dev)
+        # Runs of consecutive samples (a drawn segment is one): each is one block of every group.
+        brk = torch.ones(b, dtype=torch.bool, device=dev)
+        brk[1:] = indices[1:] != indices[:-1] + 1
+        firsts = brk.nonzero().squeeze(1)
+        by_runs = firsts.shape[0] * 4 <= b
+        if by_runs:
+            lasts = torch.cat([firsts[1:], firsts.new_tensor([b])]) - 1
+            lo = self.starts.index_select(0, indices.index_select(0, firsts)).T.tolist()
+            hi = (self.starts.index_select(0, indices.index_select(0, lasts))
+                  + counts.index_select(0, lasts)).T.tolist()
+        else:
+            # entity j of the batch, the k-th of its sample: source start[sample] + k
+            shift = self.starts.index_select(0, indices) - (torch.cumsum(counts, 0) - counts)
+        groups = {}
+        for j, g in enumerate(self.groups):
+            rows = torch.repeat_interleave(arange_b, counts[:, j], output_size=totals[j])
+            if by_runs:
+                feats = torch.cat([self.feats[g][a:z] for a, z in zip(lo[j], hi[j])])
+            else:
+                src = torch.arange(totals[j], device=dev) + shift[:, j].index_select(0, rows)
+                feats = self.feats[g].index_select(0, src)
+            groups[g] = (rows, feats)
+        kind = self.kind.index_select(0, indices) if self.typed else None
+        return PackedObs(self.ego.index_select(0, indices), groups, kind, b)
 
 
 #: The per-step ``[T, N]`` fields of :class:`MaskedRolloutBuffer` and their dtypes (torch tensors on
@@ -63,6 +168,9 @@ class MaskedRolloutBuffer(RolloutBuffer):
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(f"MaskedRolloutBuffer supports Box observations, got {observation_space}")
         self.segment_length = segment_length
+        #: The rollout's packed entities (:class:`PackedEntities`), set by the trainer when its policy
+        #: packs them at collection; None: minibatches carry observations only.
+        self.entities: PackedEntities | None = None
         #: Collective operations for data-parallel training (``terrazero_env.agents.distributed``).
         self.sync = Sync.local()
         super().__init__(buffer_size, observation_space, action_space, device, gae_lambda, gamma, n_envs)
@@ -84,6 +192,8 @@ class MaskedRolloutBuffer(RolloutBuffer):
             for name in _STEP_FIELDS:  # advantages, returns, next_values: the last rollout's results, reused
                 getattr(self, name).zero_()
         self.valid.fill_(True)
+        if self.entities is not None:
+            self.entities.reset()
         self.generator_ready = False
         self.pos, self.full = 0, False
 
@@ -161,14 +271,24 @@ class MaskedRolloutBuffer(RolloutBuffer):
     def _flat(self, x: torch.Tensor) -> torch.Tensor:
         return x.transpose(0, 1).reshape(self.buffer_size * self.n_envs, *x.shape[2:])
 
-    def _samples(self, indices: np.ndarray | torch.Tensor,
-                 weights: torch.Tensor | None = None) -> MaskedRolloutSamples:
+    def _samples(self, indices: np.ndarray | torch.Tensor, weights: torch.Tensor | None = None,
+                 use_packed: bool = False) -> MaskedRolloutSamples:
+        """The minibatch at flat ``indices``; ``use_packed``: with the packed entities of the rollout
+        (:attr:`entities`) where it kept them, and then no observations."""
         # Flat index i is step i % T of env i // T: gathered from the [T, N, ...] storage on the device.
         idx = torch.as_tensor(indices, device=self.device)
         t, n = idx % self.buffer_size, torch.div(idx, self.buffer_size, rounding_mode="floor")
-        # One index_select over the [T * N, ...] view: a fraction of the time of obs[t, n] on the CPU.
-        obs = self.observations.flatten(0, 1).index_select(0, t * self.n_envs + n)
+        keys = t * self.n_envs + n
+        packed = None
+        if use_packed and self.entities is not None and self.entities.ready:
+            # The packing done at collection, gathered; the observations themselves are not read.
+            packed = self.entities.gather(idx)
+            obs = self.observations[:0].flatten(0, 1)
+        else:
+            # One index_select over the [T * N, ...] view: a fraction of the time of obs[t, n] on the CPU.
+            obs = self.observations.flatten(0, 1).index_select(0, keys)
         return MaskedRolloutSamples(
+            packed=packed,
             observations=obs, actions=self.actions[t, n], old_values=self.values[t, n],
             old_log_prob=self.log_probs[t, n], advantages=self.advantages[t, n], returns=self.returns[t, n],
             valid=self.valid[t, n], weights=None if weights is None else weights.to(torch.float32), indices=idx)
@@ -180,7 +300,7 @@ class MaskedRolloutBuffer(RolloutBuffer):
         indices = torch.as_tensor(np.random.permutation(total), device=self.device)
         batch_size = total if batch_size is None else batch_size
         for start in range(0, total, batch_size):
-            yield self._samples(indices[start:start + batch_size])
+            yield self._samples(indices[start:start + batch_size], use_packed=True)
 
     def get_prioritized(self, batch_size: int, num_minibatches: int, alpha: float, beta: float,
                         sync: Sync | None = None) -> Generator[MaskedRolloutSamples, None, None]:
@@ -198,4 +318,5 @@ class MaskedRolloutBuffer(RolloutBuffer):
         for _ in range(num_minibatches):
             drawn = targets.sample_segments(probs, batch_size // length)
             weights = targets.priority_weights(probs, drawn, beta, n_all, sync.world_size, w_max)
-            yield self._samples((drawn[:, None] * length + steps).reshape(-1), weights.repeat_interleave(length))
+            yield self._samples((drawn[:, None] * length + steps).reshape(-1), weights.repeat_interleave(length),
+                                use_packed=True)

@@ -28,7 +28,7 @@ PPO_KEYS = frozenset({
     "learning_rate", "n_steps", "batch_size", "num_minibatches", "n_epochs", "gamma", "gae_lambda", "clip_range",
     "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "vtrace", "rho_bar", "c_bar",
     "popart", "popart_decay", "popart_min_sigma", "popart_schedule", "prioritized", "priority_alpha", "priority_beta0",
-    "priority_beta_final", "segment_length", "array_path",
+    "priority_beta_final", "segment_length", "array_path", "pack_once",
 })
 SAMPLERS = ("dpsa", "sgr", "autoreset")
 

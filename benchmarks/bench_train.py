@@ -21,7 +21,10 @@ array path and the packed encoder), so one run gives both figures on the same ma
 ``overlap`` is ``after`` with ``train.overlap`` (two halves of the worlds, one stepping while the
 policy runs on the other; an even number of worlds). The
 rate is timed over ``--iterations`` iterations after one warm-up iteration. Torch uses
-``--threads`` CPU threads (the presets train on one). ``--mode ranks`` runs the data-parallel
+``--threads`` CPU threads (the presets train on one). ``--phases N`` adds, per training row, N more
+iterations timed phase by phase (collection: engine, policy forward, packing, bootstraps, advantages;
+update: PopArt, V-trace, minibatch gather, forward, loss, backward, clipping, Adam; bookkeeping), in
+milliseconds per iteration. ``--mode ranks`` runs the data-parallel
 scaling table under ``torchrun`` (``--ranks``, ``--steps``) as before.
 
 Writes ``benchmarks/results/train_pipeline.json`` (or ``train_scaling.json``) and prints a Markdown
@@ -92,6 +95,9 @@ def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) ->
     d["policy"] = {**policy, **policy_extra}
     if args.n_steps:
         d["n_steps"] = args.n_steps
+    for item in args.ppo:
+        key, _, value = item.partition("=")
+        d[key] = json.loads(value)
     d["preset"] = args.preset
     settings = TrainSettings.from_mapping(d)
     model = build_model(cfg, settings, seed=0, device=args.device)
@@ -105,9 +111,128 @@ def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) ->
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     params = sum(p.numel() for p in model.policy.parameters())
+    out = {"row": row, "variant": variant, "parameters": params, "agent_steps": per_iter * args.iterations,
+           "seconds": seconds, "agent_steps_per_s": per_iter * args.iterations / seconds}
+    if args.phases and args.device == "cpu":
+        out["phases"] = phase_breakdown(model, args.phases)
+        print_phases(row, variant, out["phases"], model.n_epochs)
     model.env.close()
-    return {"row": row, "variant": variant, "parameters": params, "agent_steps": per_iter * args.iterations,
-            "seconds": seconds, "agent_steps_per_s": per_iter * args.iterations / seconds}
+    return out
+
+
+class PhaseClock:
+    """Wall-clock seconds per phase of ``PPO.learn``, by wrapping the callables each phase runs (the
+    wrappers cost a few microseconds per call; nested phases are reported as "of which")."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.state = "collection"
+        self._undo: list[tuple[Any, str, Any, bool]] = []
+
+    def wrap(self, owner: Any, name: str, key: Any) -> None:
+        """Time ``owner.name``; ``key``: a phase name, or a function of the clock's state giving one."""
+        if not hasattr(owner, name):
+            return
+        original = getattr(owner, name)
+        own = isinstance(owner, type) or name in getattr(owner, "__dict__", {})
+
+        def timed(*a: Any, **k: Any) -> Any:
+            phase = key(self.state) if callable(key) else key
+            t0 = time.perf_counter()
+            try:
+                return original(*a, **k)
+            finally:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+                self.calls[phase] = self.calls.get(phase, 0) + 1
+
+        self._undo.append((owner, name, original, own))
+        setattr(owner, name, timed)
+
+    def set_state(self, owner: Any, name: str, state: str) -> None:
+        """Switch :attr:`state` to ``state`` whenever ``owner.name`` starts."""
+        original = getattr(owner, name)
+
+        def switched(*a: Any, **k: Any) -> Any:
+            previous, self.state = self.state, state
+            try:
+                return original(*a, **k)
+            finally:
+                self.state = previous
+
+        self._undo.append((owner, name, original, name in getattr(owner, "__dict__", {})))
+        setattr(owner, name, switched)
+
+    def restore(self) -> None:
+        for owner, name, original, own in reversed(self._undo):
+            if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+        self._undo = []
+
+
+def phase_breakdown(model: Any, iterations: int) -> dict[str, Any]:
+    """Milliseconds per iteration of each phase of ``model.learn`` over ``iterations`` iterations (after
+    the warm-up the caller ran): collection (engine step, policy forward, of which packing; value
+    bootstraps; advantages), update (PopArt, V-trace, minibatch draw and gather, forward, loss,
+    backward, gradient clipping, Adam) and the rest (buffer writes, logging, callbacks)."""
+    import torch
+    from terrazero_env.agents import collect, losses, policies
+
+    clock = PhaseClock()
+    venv = collect.array_vector_env(model.env)
+    buf = model.rollout_buffer
+    if venv is not None:
+        clock.wrap(venv, "step", "collection: engine step (with DPSA)")
+    clock.wrap(policies, "pack_present", lambda s: f"{s}: of which packing present entities")
+    clock.wrap(model.policy, "forward", lambda s: f"{s}: policy forward")
+    clock.wrap(model.policy, "forward_packed", "collection: policy forward")
+    clock.wrap(model.policy, "predict_values", "collection: value bootstraps (truncations, last step)")
+    clock.wrap(buf, "compute_returns_and_advantage", "collection: advantages (GAE)")
+    clock.wrap(model, "_popart_step", "update: PopArt")
+    clock.wrap(buf, "recompute_vtrace", "update: V-trace recompute")
+    clock.wrap(buf, "_samples", "update: minibatch gather")
+    if getattr(buf, "entities", None) is not None:
+        clock.wrap(buf.entities, "gather", "update: of which packed-entity gather")
+    clock.wrap(model.policy, "evaluate_actions", "update: forward")
+    clock.wrap(model.policy, "evaluate_actions_packed", "update: forward")
+    clock.wrap(losses, "masked_ppo_loss", "update: loss")
+    clock.wrap(torch.autograd, "backward", "update: backward")
+    clock.wrap(torch.nn.utils, "clip_grad_norm_", "update: gradient clipping")
+    clock.wrap(model.policy.optimizer, "step", "update: Adam step")
+    clock.wrap(model.policy.optimizer, "zero_grad", "update: zero_grad")
+    clock.wrap(model, "collect_rollouts", "collection: total")
+    clock.wrap(model, "train", "update: total")
+    clock.set_state(model, "train", "update")
+    per_iter = model.n_steps * model.n_envs
+    t0 = time.perf_counter()
+    try:
+        model.learn(per_iter * iterations, reset_num_timesteps=False)
+    finally:
+        clock.restore()
+    total = time.perf_counter() - t0
+    ms = {k: 1000.0 * v / iterations for k, v in clock.seconds.items()}
+    ms["iteration"] = 1000.0 * total / iterations
+    ms["bookkeeping (learn minus collection and update)"] = (
+        ms["iteration"] - ms.get("collection: total", 0.0) - ms.get("update: total", 0.0))
+    minibatches = clock.calls.get("update: forward", 0) / iterations
+    return {"ms_per_iteration": ms, "minibatches_per_iteration": minibatches, "agent_steps_per_iteration": per_iter,
+            "calls_per_iteration": {k: v / iterations for k, v in clock.calls.items()}}
+
+
+def print_phases(row: str, variant: str, data: dict[str, Any], epochs: int) -> None:
+    ms = data["ms_per_iteration"]
+    mb = data["minibatches_per_iteration"]
+    print(f"\n{row} / {variant}: {data['agent_steps_per_iteration']} agent steps per iteration, "
+          f"{mb:.0f} minibatches in {epochs} epoch(s)\n\n| phase | ms per iteration | share |\n|---|---:|---:|")
+    for key in sorted(ms, key=lambda k: (k.split(":")[0] != "collection", k.split(":")[0] != "update", k)):
+        print(f"| {key} | {ms[key]:.1f} | {ms[key] / ms['iteration']:.1%} |")
+    per_mb = sum(ms.get(f"update: {k}", 0.0) for k in ("minibatch gather", "forward", "loss", "backward",
+                                                       "gradient clipping", "Adam step", "zero_grad"))
+    if mb:
+        print(f"| update: per minibatch (gather, forward, loss, backward, clipping, Adam) | {per_mb / mb:.2f} | |")
+        print(f"| update: per epoch | {ms.get('update: total', 0.0) / max(epochs, 1):.1f} | |")
 
 
 def pipeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -216,7 +341,11 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["before", "after"],
                    help="pipeline: training variants per row (overlap: the defaults with train.overlap)")
     p.add_argument("--engine-steps", type=int, default=300)
+    p.add_argument("--phases", type=int, default=0, metavar="N",
+                   help="pipeline, CPU: after the timed iterations, N more with a per-phase millisecond breakdown")
     p.add_argument("--threads", type=int, default=1, help="pipeline: torch CPU threads")
+    p.add_argument("--ppo", action="append", default=[], metavar="KEY=JSON",
+                   help="pipeline: a train-section setting for every training row, e.g. num_minibatches=8")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=40_000, help="ranks: agent steps per configuration, over all ranks")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="ranks: passed to the trainer")
