@@ -51,7 +51,7 @@ from idm_law cimport idm_accel
 from static_actors cimport StaticParams, place_static_actors
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, handed_progress_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
-from pedestrians cimport PedParams, PedState, N_PED_STATS, pedestrians_reset, pedestrians_step
+from pedestrians cimport PedParams, PedState, N_PED_STATS, PS_PENDING, pedestrians_reset, pedestrians_step
 from reference cimport RefParams, RefPlan, reference_params_default, reference_action
 from planner cimport PlannerParams, PlanState, PLAN_STATS, PLAN_MAX_OFFSETS, PLAN_MAX_SPEEDS, PLAN_MAX_STEPS, plan_step
 

@@ -134,6 +134,11 @@ cdef _check_state_contents(Engine e, dict got):
                 raise ValueError(f"engine state 'buffer/plan_state': {row} has planner flag {pl[w * A + i].on}, "
                                  f"choice {pl[w * A + i].choice} (of {n_prop}), a timer, speed factor or lateral "
                                  "offset outside its range")
+            if not 0 <= pd[w * A + i].scripted <= 1 or (pd[w * A + i].scripted and (
+                    not -1 <= pd[w * A + i].trigger < n or _bad_real(pd[w * A + i].trigger_dist, lim))):
+                raise ValueError(f"engine state 'buffer/ped_state': {row} has a scripted flag "
+                                 f"{pd[w * A + i].scripted}, trigger {pd[w * A + i].trigger} or trigger "
+                                 "distance outside its range")
             if not 0 <= pd[w * A + i].state <= 2:
                 raise ValueError(f"engine state 'buffer/ped_state': {row} has pedestrian state "
                                  f"{pd[w * A + i].state}, outside [0, 2]")

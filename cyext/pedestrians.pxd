@@ -21,7 +21,9 @@ Motion: every step each walking pedestrian heads for its goal point at its prefe
 (``orca.pxd``) turns that into a collision-free velocity against the other pedestrians within
 ``neighbor_dist`` (sharing the avoidance with other walkers, taking it all against pedestrians
 that do not avoid) and against vehicles, each seen as a file of discs along its length. A pedestrian leaves (its row dies) once it passes its goal line: the far end of
-the crosswalk, or the far road edge, plus its radius. Per-world counters (``PED_STAT_*``) record
+the crosswalk, or the far road edge, plus its radius. A scripted crossing (``Engine.set_scene``'s
+``crossing``, InterPlan's jaywalker) waits unseen until a trigger agent comes within its distance, then
+walks straight to its goal at its speed without ORCA: it reacts to nothing. Per-world counters (``PED_STAT_*``) record
 events and outcomes.
 """
 
@@ -73,6 +75,9 @@ ctypedef struct PedState:
     double wait                # pending: seconds until due (negative: how long it has been blocked)
     double nvx, nvy            # this step's ORCA velocity
     int state                  # PS_*
+    int scripted               # 1: a scripted crossing (Engine.set_scene): straight at ``pref``, no ORCA
+    int trigger                # scripted: the agent row whose approach starts the crossing
+    double trigger_dist        # scripted: it enters once that agent is this near (m); <= 0 at once
 
 
 cdef inline double ped_radius(const Agent* a, double radius) noexcept nogil:
@@ -171,6 +176,9 @@ cdef inline void _write_pending(Agent* agents, PedState* ps, int* n_agents, Py_s
     ps[i].wait = delay
     ps[i].nvx = ps[i].nvy = 0.0
     ps[i].state = PS_PENDING
+    ps[i].scripted = 0
+    ps[i].trigger = -1
+    ps[i].trigger_dist = 0.0
 
 
 cdef inline int _group_kind(const PedParams* p, Rng* rng) noexcept nogil:
@@ -341,6 +349,20 @@ cdef inline int _vehicle_discs(const Agent* b, double x, double y, double reach,
     return m_nb
 
 
+cdef inline bint _trigger_near(const Agent* agents, Py_ssize_t n, const Agent* a, int trigger,
+                               double reach) noexcept nogil:
+    """Whether a scripted crossing may start: ``reach`` <= 0, or agent row ``trigger`` is alive and
+    within ``reach`` metres of the pedestrian's entry point."""
+    cdef double dx, dy
+    if reach <= 0:
+        return True
+    if not 0 <= trigger < n or not agents[trigger].alive:
+        return False
+    dx = agents[trigger].x - a.x
+    dy = agents[trigger].y - a.y
+    return dx * dx + dy * dy <= reach * reach
+
+
 cdef inline void pedestrians_reset(PedState* ps, Py_ssize_t cap, long long* stats) noexcept nogil:
     """A world's pedestrian state at reset: no pending or walking rule-based pedestrian, counters 0."""
     memset(ps, 0, cap * sizeof(PedState))
@@ -380,6 +402,15 @@ cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, in
         if ps[i].state != PS_PENDING:
             continue
         a = &agents[i]
+        if ps[i].scripted:
+            # A scripted crossing (InterPlan's jaywalker) starts when its trigger agent comes within
+            # reach, whatever stands in its way: it does not react.
+            if _trigger_near(agents, n, a, ps[i].trigger, ps[i].trigger_dist):
+                a.alive = 1
+                a.speed = ps[i].pref
+                ps[i].state = PS_WALKING
+                stats[PED_STAT_ENTERED] += 1
+            continue
         ps[i].wait -= dt
         if ps[i].wait > 0:
             continue
@@ -396,6 +427,10 @@ cdef inline void pedestrians_step(const MapC* m, Agent* agents, PedState* ps, in
         if ps[i].state != PS_WALKING:
             continue
         a = &agents[i]
+        if ps[i].scripted:  # non-reactive: straight along its crossing direction at its speed
+            ps[i].nvx = ps[i].dir_x * ps[i].pref
+            ps[i].nvy = ps[i].dir_y * ps[i].pref
+            continue
         r = ped_radius(a, p.radius)
         gx = a.goal_x - a.x
         gy = a.goal_y - a.y

@@ -60,9 +60,30 @@ cdef _set_scene(Engine e, int world, agents, unsigned long long seed):
         if not 0 <= a.kind < N_KINDS:
             raise ValueError(f"agents[{i}]: unknown static kind {spec['kind']!r}")
         a.alive = 1
+        if "crossing" in spec:
+            _scripted_crossing(e, world, i, a, spec["crossing"])
         e.n_agents[world] = i + 1
     with nogil:
         _finish_reset(e, world)
+
+cdef _scripted_crossing(Engine e, int world, Py_ssize_t i, Agent* a, dict c):
+    """Row i becomes a pending scripted crossing (pedestrians.pxd): unseen until its trigger agent is
+    within ``distance``, then straight to ``goal`` at ``speed``, reacting to nothing."""
+    cdef PedState* ps = &e.ped[world * e.max_agents + i]
+    cdef double dx = c["goal"][0] - a.x, dy = c["goal"][1] - a.y, d = sqrt(dx * dx + dy * dy)
+    a.role = ROLE_JAYWALKER
+    a.alive = 0
+    a.heading = atan2(dy, dx)
+    a.cos_h, a.sin_h = dx / d, dy / d
+    a.speed = 0.0
+    a.goal_x, a.goal_y = c["goal"]
+    memset(ps, 0, sizeof(PedState))
+    ps.dir_x, ps.dir_y = dx / d, dy / d
+    ps.pref = c["speed"]
+    ps.state = PS_PENDING
+    ps.scripted = 1
+    ps.trigger = c["trigger"]
+    ps.trigger_dist = c["distance"]
 
 cdef void _make_planner(Engine e, Py_ssize_t w, Py_ssize_t i) noexcept nogil:
     """Row i of world w (an IDM vehicle) becomes planner-driven; it plans on its first step."""

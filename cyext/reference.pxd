@@ -16,6 +16,16 @@ Each step, for one agent:
 3. **Steering.** Pure pursuit along the same route (``route._predict``, the rule-based vehicles'
    law); the steering the driver asks for is the curvature of the predicted path ``preview`` seconds
    ahead, so the wheels, which turn at a bounded rate, start turning before the curve does.
+3b. **Passing and the goal's lane** (``_pass_or_change``). When the nearest constraint is an obstacle
+   at rest (``ROLE_STATIC``: a stopped, parked or crashed vehicle, a cone, a worker) within
+   ``pass_distance``, the driver takes an adjacent same-direction lane whose stretch around it is free
+   (``lanechange._lane_free``, the rule-based vehicles' MOBIL check) and clear of that obstacle; on a
+   road without one it drives around it at the smallest lateral offset, towards the overtaking side
+   and at most a lane width, whose sweep no obstacle at rest blocks, over the centre line only when no
+   oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths and 10 m) before
+   it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once over, it finishes). Where its goal lies on a same-direction neighbour's successors and not on its
+   own lane's, it changes to that lane when the stretch is free. Pedestrians and moving vehicles are
+   waited for, never passed (the IDM constraints above).
 4. **Action.** Every action of the class grid is tried on a copy of the agent through the engine's
    own dynamics (``dynamics.step_dynamics``, with the agent's sampled kinematic coefficients, so a
    car with a weak c_steer is steered as such), and the one whose next acceleration and steering
@@ -28,12 +38,14 @@ world (privileged information, as the rule-based road users do) and changes noth
 
 from libc.math cimport atan, atan2, sqrt, fabs, tan, cos, sin, cbrt
 from common cimport (Agent, MapC, N_CP, CP_STEERMAX, CP_DYN, DYN_UNICYCLE, DYN_BICYCLE_JERK, KIN_THROTTLE,
-                     KIN_STEER, CP_COMF_JLONG, CP_COMF_JLAT, CP_STEERRATE)
+                     KIN_STEER, CP_COMF_JLONG, CP_COMF_JLAT, CP_STEERRATE, ROLE_STATIC, CLS_PEDESTRIAN)
 from geometry cimport wrap_angle
 from dynamics cimport step_dynamics, clip
-from route cimport Sweep, _only_successor
+from route cimport Sweep, _only_successor, _lookahead
 from roadusers cimport IdmParams, Leader, idm_desired_accel
-from lanegraph cimport LaneGraphScratch, route_successor, goal_route_distance
+from lanegraph cimport LaneGraphScratch, route_successor, goal_route_distance, nearest_lane
+from lanechange cimport _lane_foot, _lane_free
+from scene cimport lane_length, lane_point
 from seggrid cimport seggrid_nearest_where
 
 
@@ -53,6 +65,10 @@ ctypedef struct RefParams:
     double turn_in             # m: travel over which the wheels may be turned into a curve
     double accel_tau           # s: the jerk model closes the gap to the asked-for acceleration over this
     double steer_tolerance     # rad: how far from a predicted pose's steering angle the wheels may be there
+    double passing             # 1: pass obstacles at rest and change to the goal's lane; 0: stay in lane
+    double pass_distance       # m: an obstacle at rest this near along the route prompts a pass
+    double pass_time           # s: margin on the time a pass over the centre line takes, against oncoming traffic
+    double pass_lookahead      # m: least pure-pursuit lookahead while passing or changing lane (a gentle S)
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -68,6 +84,10 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.turn_in = 3.0
     rp.accel_tau = 0.5
     rp.steer_tolerance = 0.05
+    rp.passing = 1.0
+    rp.pass_distance = 30.0
+    rp.pass_time = 2.0
+    rp.pass_lookahead = 10.0
 
 
 cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, LaneGraphScratch* sc) noexcept nogil:
@@ -155,6 +175,10 @@ cdef inline void _route_lane(const MapC* m, Agent* a, const RefParams* rp) noexc
         return
     sgi = seggrid_nearest_where(&m.lanes, a.x, a.y, a.z, rp.lane_max_dist, rp.z_gate, a.cos_h, a.sin_h,
                                 cos(rp.lane_angle), m.lane_width, &d2, &t)
+    if sgi < 0:
+        # over the centre line in a pass: the nearest lane heading its way within a lane and a half
+        sgi = seggrid_nearest_where(&m.lanes, a.x, a.y, a.z, 1.5 * m.lane_width[a.lane], rp.z_gate, a.cos_h,
+                                    a.sin_h, cos(rp.lane_angle), NULL, &d2, &t)
     if sgi < 0:
         return
     q = m.lanes.seg + 6 * sgi
@@ -253,7 +277,192 @@ cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams
 ctypedef struct RefPlan:
     # What the driver decided for one agent (``Engine.reference_plan``).
     int lane, route_lane, sweep_points
-    double lane_s, accel, steer, v0, gap
+    double lane_s, accel, steer, v0, gap, lat_off
+
+
+cdef inline bint _succ_reaches(const MapC* m, int lane, int goal_lane, int depth) noexcept nogil:
+    """Whether ``goal_lane`` is ``lane`` or one of its successors ``depth`` lanes deep."""
+    cdef long long k
+    if lane == goal_lane:
+        return True
+    if depth <= 0:
+        return False
+    for k in range(m.succ_off[lane], m.succ_off[lane + 1]):
+        if _succ_reaches(m, m.succ[k], goal_lane, depth - 1):
+            return True
+    return False
+
+
+cdef inline double _offset_from(const MapC* m, const Agent* a) noexcept nogil:
+    """The agent's signed offset (m, + left) from its route lane's centre at ``a.lane_s``."""
+    cdef double x, y, z, h
+    lane_point(m, a.lane, a.lane_s, &x, &y, &z, &h)
+    return -(a.x - x) * sin(h) + (a.y - y) * cos(h)
+
+
+cdef inline bint _oncoming_clear(Agent* agents, Py_ssize_t n, Py_ssize_t i, double side, double lane_w,
+                                 double dist, double margin) noexcept nogil:
+    """No vehicle driving against the agent on its ``side`` (+1 left), between a third of a lane and
+    two and a half lanes across, could reach the stretch of ``dist`` metres ahead before the agent has
+    driven it (at 4 m/s or its speed if faster) plus ``margin`` seconds."""
+    cdef Agent* a = &agents[i]
+    cdef Agent* b
+    cdef Py_ssize_t j
+    cdef double dx, dy, lon, lat, v = a.speed if a.speed > 4.0 else 4.0, t_need = dist / v + margin
+    for j in range(n):
+        b = &agents[j]
+        if j == i or not b.alive or b.role == ROLE_STATIC or b.cls == CLS_PEDESTRIAN:
+            continue
+        if b.cos_h * a.cos_h + b.sin_h * a.sin_h > -0.5:
+            continue
+        dx = b.x - a.x
+        dy = b.y - a.y
+        lon = dx * a.cos_h + dy * a.sin_h
+        lat = side * (-dx * a.sin_h + dy * a.cos_h)
+        if lon < -a.length or lat < 0.3 * lane_w or lat > 2.5 * lane_w:
+            continue
+        if lon - 0.5 * (a.length + b.length) < (b.speed if b.speed > 0 else 0.0) * t_need + dist + 5.0:
+            return False
+    return True
+
+
+cdef inline bint _on_lane_ahead(const MapC* m, const Agent* a, const Agent* b) noexcept nogil:
+    """Whether ``b`` lies along the agent's own lane (``a.lane``) ahead of it, within a lane width of its
+    centre: a pass starts on the obstacle's lane, never before a turn or a junction leading to it."""
+    cdef double s, fx, fy, tc, ts
+    if not _lane_foot(m, a.lane, b.x, b.y, &s, &fx, &fy, &tc, &ts):
+        return False
+    if s < a.lane_s or s > lane_length(m, a.lane) + 0.5 * b.length:
+        return False
+    return (b.x - fx) * (b.x - fx) + (b.y - fy) * (b.y - fy) <= m.lane_width[a.lane] * m.lane_width[a.lane]
+
+
+cdef inline double _pass_reach(Agent* a, const IdmParams* p, const RefParams* rp, double gap) noexcept nogil:
+    """``lc_reach`` (s of travel added to the pure-pursuit lookahead, route.pxd) while passing or
+    changing lane: enough for a lookahead of ``pass_lookahead`` metres, or of one second of travel
+    when that is longer, so the car crosses in a gentle S at any speed; but no longer than the
+    ``gap`` to the obstacle (a car already close behind it turns out more sharply)."""
+    cdef double v = a.speed if a.speed > 0.5 else 0.5, want = rp.pass_lookahead, base
+    if v > want:
+        want = v
+    if want > gap and gap > 3.0:
+        want = gap
+    a.lc_reach = 0.0
+    base = _lookahead(a, v)
+    return (want - base) / v if want > base else 0.0
+
+
+cdef inline bint _try_lane(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
+                           const IdmParams* p, const unsigned char* sl_state, int lane, double cap,
+                           const RefParams* rp, LaneGraphScratch* sc, bint need_free, bint away_from_static,
+                           Sweep* sw, Leader* ld, double* acc, double* v0) noexcept nogil:
+    """Route the agent on the neighbour ``lane`` (beside it, heading its way): True, with the plan
+    along it in ``sw``, ``ld``, ``acc``, ``v0`` and the agent's lane fields moved there, when its stretch
+    is free (``_lane_free``, unless ``need_free`` is False) and, with ``away_from_static``, its sweep
+    meets no obstacle at rest within ``pass_distance``. On False the agent's lane fields are as they were."""
+    cdef Agent* a = &agents[i]
+    cdef double s, fx, fy, tc, ts, d, v = a.speed if a.speed > 0 else 0.0
+    cdef int mode = a.idm_mode, old_lane = a.lane, old_route = a.route_lane
+    cdef double old_s = a.lane_s, old_reach = a.lc_reach, old_arc = a.lane_arc
+    if lane < 0 or m.lane_inter[lane] >= 0:
+        return False
+    if not _lane_foot(m, lane, a.x, a.y, &s, &fx, &fy, &tc, &ts):
+        return False
+    d = sqrt((a.x - fx) * (a.x - fx) + (a.y - fy) * (a.y - fy))
+    if tc * a.cos_h + ts * a.sin_h < 0.87 or d > m.lane_width[a.lane] + m.lane_width[lane] or s <= 0 or \
+            lane_length(m, lane) - s < a.length:
+        return False
+    if need_free and not _lane_free(m, agents, n, i, &p.lc, lane, fx, fy, tc, ts, v,
+                                    p.v0_scale[mode] * m.lane_speed[lane], p.time_headway[mode], p.max_accel[mode],
+                                    p.comfort_decel[mode], p.min_gap[mode], p.delta, NULL):
+        return False
+    a.lane = lane
+    a.lane_s = s
+    a.lane_arc = s
+    a.route_lane = -1
+    if not a.goal_hidden:
+        a.route_lane = route_successor(m, a, lane, rp.lane_max_dist, rp.z_gate, rp.route_cap, sc)
+    if a.route_lane < 0:
+        a.route_lane = _only_successor(m, lane)
+    if a.route_lane < 0 and m.succ_off[lane + 1] > m.succ_off[lane]:
+        a.route_lane = m.succ[m.succ_off[lane]]
+    a.lc_reach = _pass_reach(a, p, rp, ld.gap)
+    acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, sw, ld, v0)
+    if away_from_static and ld.who >= 0 and agents[ld.who].role == ROLE_STATIC and ld.gap < rp.pass_distance:
+        a.lane, a.lane_s, a.route_lane, a.lc_reach, a.lane_arc = old_lane, old_s, old_route, old_reach, old_arc
+        return False
+    return True
+
+
+cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
+                                   const IdmParams* p, const unsigned char* sl_state, double cap, const RefParams* rp,
+                                   LaneGraphScratch* sc, Sweep* sw, Leader* ld, double* acc, double* v0) noexcept nogil:
+    """Step 3b of the module header, on the plan along the agent's own lane (``sw``, ``ld``, ``acc``,
+    ``v0``), which it replaces when it passes or changes lane. Returns the lateral offset (m, + left)
+    it drives at from its (possibly new) route lane's centre."""
+    cdef Agent* a = &agents[i]
+    cdef int side_k, lane, gl
+    cdef double gs = 0.0, side, mag, w = m.lane_width[a.lane], lat_now, off, a2, v2, best_mag, best_gap
+    cdef bint clear
+    cdef double over = 0.5 * m.lane_width[a.lane] - 0.5 * a.width
+    cdef Sweep sw2
+    cdef Leader ld2
+    cdef bint blocked = ld.who >= 0 and agents[ld.who].role == ROLE_STATIC and ld.gap < rp.pass_distance \
+        and m.lane_inter[a.lane] < 0 and _on_lane_ahead(m, a, &agents[ld.who])
+    # The goal's lane: on a neighbour's successors and not on the agent's own.
+    if not blocked and not a.goal_hidden and m.lane_inter[a.lane] < 0:
+        gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, rp.lane_max_dist, rp.z_gate, &gs)
+        if gl >= 0 and not _succ_reaches(m, a.lane, gl, 6):
+            lat_now = _offset_from(m, a)
+            for side_k in range(2):
+                lane = m.lane_left[a.lane] if side_k == 0 else m.lane_right[a.lane]
+                if lane < 0 or not _succ_reaches(m, lane, gl, 6):
+                    continue
+                # already under way towards it: finish the change
+                if _try_lane(m, agents, n, i, cp_all, p, sl_state, lane, cap, rp, sc,
+                             not ((lat_now > 0.5) if side_k == 0 else (lat_now < -0.5)), True, sw, ld, acc, v0):
+                    return 0.0
+        return 0.0
+    if not blocked:
+        if fabs(_offset_from(m, a)) > 0.75:  # back from a pass: as gently as it went out
+            a.lc_reach = _pass_reach(a, p, rp, 1e9)
+            acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, sw, ld, v0)
+        return 0.0
+    # An adjacent same-direction lane, the overtaking side first (left in right-hand traffic).
+    for side_k in range(2):
+        lane = m.lane_left[a.lane] if (side_k == 0) == (m.handedness == 0) else m.lane_right[a.lane]
+        if _try_lane(m, agents, n, i, cp_all, p, sl_state, lane, cap, rp, sc, True, True, sw, ld, acc, v0):
+            return 0.0
+    # Around it within the road: the smallest offset towards the overtaking side whose sweep meets no
+    # obstacle at rest nearby, over the centre line only with the oncoming side clear.
+    side = 1.0 if m.handedness == 0 else -1.0
+    lat_now = side * _offset_from(m, a)
+    a.lc_reach = _pass_reach(a, p, rp, ld.gap)
+    best_mag = -1.0
+    best_gap = ld.gap + 1.0
+    mag = 0.5
+    while mag <= w + 1e-9:
+        a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * mag, cap, &sw2, &ld2, &v2)
+        clear = not (ld2.who >= 0 and agents[ld2.who].role == ROLE_STATIC and ld2.gap < rp.pass_distance)
+        if clear or ld2.gap > best_gap:
+            if not (mag <= over + 0.1 or lat_now > over + 0.3 or
+                    _oncoming_clear(agents, n, i, side, w, ld.gap + 2.0 * a.length + 10.0, rp.pass_time)):
+                break  # the way round crosses into traffic: wait behind the obstacle
+            if clear:
+                sw[0] = sw2
+                ld[0] = ld2
+                acc[0] = a2
+                v0[0] = v2
+                return side * mag
+            # blocked at every offset so far: the one that gets furthest, should none clear it
+            best_mag = mag
+            best_gap = ld2.gap
+        mag += 0.5
+    if best_mag > 0 and lat_now > 0.5:  # under way round it: keep going at the best offset
+        acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * best_mag, cap, sw, ld, v0)
+        return side * best_mag
+    a.lc_reach = 0.0
+    return 0.0
 
 
 cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
@@ -266,7 +475,7 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     cdef Agent saved = a[0]
     cdef const double* cp = &cp_all[a.cls * N_CP]
     cdef int model = <int>cp[CP_DYN], k, out
-    cdef double acc, v0, cap, steer_ref, yaw_ref = 0.0, bearing, steer_rate, acc_curve
+    cdef double acc, v0, cap, steer_ref, yaw_ref = 0.0, bearing, steer_rate, acc_curve, lat_off
     cdef Sweep sw
     cdef Leader ld
     if model == DYN_UNICYCLE:
@@ -290,6 +499,9 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     a.lc_reach = 0.0
     cap = _arrival_cap(m, a, rp, sc)
     acc = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, &sw, &ld, &v0)
+    lat_off = 0.0
+    if rp.passing > 0:
+        lat_off = _pass_or_change(m, agents, n, i, cp_all, p, sl_state, cap, rp, sc, &sw, &ld, &acc, &v0)
     steer_rate = _steer_authority(a, cp)
     acc_curve = _curve_speed_accel(&sw, a, rp, steer_rate)
     if acc_curve < acc:
@@ -298,6 +510,7 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     if plan != NULL:
         plan.lane, plan.route_lane, plan.sweep_points = a.lane, a.route_lane, sw.n
         plan.lane_s, plan.accel, plan.steer, plan.v0, plan.gap = a.lane_s, acc, steer_ref, v0, ld.gap
+        plan.lat_off = lat_off
     a[0] = saved
     out = _best_action(a, cp, model, grid_long, grid_lat, n_long, n_lat, acc, steer_ref, 0.0,
                        rp, dt)

@@ -11,7 +11,9 @@ from collections.abc import Mapping as _Mapping
 
 # Keys a scene spec may hold (documented in Engine.set_scene).
 SCENE_KEYS = ("cls", "x", "y", "heading", "z", "speed", "steer", "length", "width", "height", "controlled", "idm",
-              "idm_mode", "planner", "kind", "goal", "goal_hidden", "kin", "rw")
+              "idm_mode", "planner", "kind", "goal", "goal_hidden", "kin", "rw", "crossing")
+# Keys of a scripted crossing (``crossing``: a non-reactive pedestrian, InterPlan's jaywalker).
+CROSSING_KEYS = ("goal", "speed", "trigger", "distance")
 _SCENE_REQUIRED = ("cls", "x", "y", "heading")
 N_IDM_MODES = 3       # IDM_MODE 0 default, 1 assertive, 2 cautious (roadusers.pxd)
 MAX_SEED = 2 ** 64 - 1
@@ -112,6 +114,40 @@ cdef _numbers(spec, Py_ssize_t i, str key, Py_ssize_t n, bint positive):
     return tuple(out)
 
 
+cdef dict _checked_crossing(c, Py_ssize_t i, Py_ssize_t n, dict s):
+    """``agents[i].crossing`` checked: a pedestrian that is neither controlled nor IDM-driven, with a
+    ``goal`` (x, y) away from its start, a positive ``speed`` (m/s), and optionally the ``trigger`` agent
+    (an index into the same scene) and ``distance`` (m, >= 0; 0 starts at once)."""
+    if not isinstance(c, _Mapping):
+        raise TypeError(f"agents[{i}].crossing must be a dict ({', '.join(CROSSING_KEYS)}), got {type(c).__name__}")
+    for key in c:
+        if key not in CROSSING_KEYS:
+            raise TypeError(f"agents[{i}].crossing: unexpected key {key!r} (known: {', '.join(CROSSING_KEYS)})")
+    if s["cls"] != CLS_PEDESTRIAN:
+        raise ValueError(f"agents[{i}].crossing: only a pedestrian can cross (cls {CLS_PEDESTRIAN}), got cls {s['cls']}")
+    if s.get("idm", False) or s.get("controlled", False):
+        raise ValueError(f"agents[{i}].crossing: a scripted crossing is neither controlled nor IDM-driven; "
+                         "set controlled=False")
+    for key in ("goal", "speed"):
+        if key not in c:
+            raise ValueError(f"agents[{i}].crossing.{key} is required")
+    out = {"goal": _numbers(c, i, "goal", 2, False), "speed": _finite(c, i, "speed", True),
+           "trigger": -1, "distance": 0.0}
+    if (out["goal"][0] - s["x"]) ** 2 + (out["goal"][1] - s["y"]) ** 2 < 1e-6:
+        raise ValueError(f"agents[{i}].crossing.goal must lie away from the pedestrian's start")
+    if "distance" in c:
+        out["distance"] = _finite(c, i, "distance")
+        if out["distance"] < 0:
+            raise ValueError(f"agents[{i}].crossing.distance must be >= 0 m, got {c['distance']!r}")
+    if "trigger" in c:
+        out["trigger"] = _index(c, i, "trigger", n, "agent of this scene")
+        if out["trigger"] == i:
+            raise ValueError(f"agents[{i}].crossing.trigger must name another agent")
+    elif out["distance"] > 0:
+        raise ValueError(f"agents[{i}].crossing: a trigger distance needs a trigger agent")
+    return out
+
+
 cdef list _checked_scene(Engine e, int world, agents):
     """The scene specs of ``Engine.set_scene`` checked and converted to plain Python values (floats,
     ints, bools, tuples), in a fresh list of fresh dicts. Raises before anything changes."""
@@ -169,6 +205,8 @@ cdef list _checked_scene(Engine e, int world, agents):
                     raise ValueError(f"agents[{i}].rw: unknown reward parameter {name!r} "
                                      f"(known: {', '.join(REWARD_PARAMS)})")
                 s["rw"][name] = _finite_value(rw[name], i, f"rw.{name}")
+        if "crossing" in spec:
+            s["crossing"] = _checked_crossing(spec["crossing"], i, len(specs), s)
         if s.get("idm", False):
             q = (<RoadMap>e.road_maps[e.world_map[world]]).lanes.query(
                 np.array([[s["x"], s["y"], s.get("z", 0.0)]]))
