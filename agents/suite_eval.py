@@ -27,7 +27,7 @@ import terrazero_env
 from terrazero_env.config import EngineConfig
 from terrazero_env.evaluation.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
-from .evaluate import _controller, _rollouts, check_progress_reference, closed_loop_from, write_replays
+from .evaluate import _controller, _rollouts, check_compatible, check_progress_reference, closed_loop_from, write_replays
 
 __all__ = ["evaluate_suite"]
 
@@ -46,6 +46,8 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
     its score. Deterministic in ``seed``."""
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
+    if suite == "interplan":
+        return _evaluate_interplan(model, config, scenes, seed, families, config_name, on_family, replay)
     check_progress_reference(progress_reference)
     fams = get_suite(suite)
     if families is not None:
@@ -92,4 +94,40 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
 
         write_index(replay, entries, f"{suite} suite: a row per family, each scene with its score")
         out["replays"] = entries
+    return out
+
+
+def _evaluate_interplan(model: Any, config: EngineConfig, scenes: int, seed: int, families: Sequence[str] | None,
+                        config_name: str, on_family: Callable[[dict[str, Any]], None] | None,
+                        replay: str | Path | None) -> dict[str, Any]:
+    """The ``interplan`` suite (:func:`terrazero_env.evaluation.interplan.evaluate_interplan`): a
+    baseline driver as it is, a model on its most likely actions after its spaces are checked
+    against the scenes' env."""
+    from terrazero_env.drivers import Driver
+    from terrazero_env.evaluation import interplan
+
+    fams = interplan.INTERPLAN if families is None else tuple(interplan.get_family(f) for f in families)
+    if isinstance(model, Driver):
+        act: Callable[[Any], np.ndarray] = model.act
+        begin = model.begin
+    else:
+        check_env = terrazero_env.envs.TerraZeroVectorEnv(interplan.scene_config(config, fams[0].maps[0], 1),
+                                                          autoreset_mode="Disabled")
+        try:
+            check_compatible(model, check_env, config_name)
+        finally:
+            check_env.close()
+
+        def act(engine: Any) -> np.ndarray:
+            return model.predict(np.asarray(engine.observations), deterministic=True)[0]
+
+        begin = None
+    device = getattr(model, "device", torch.device("cpu"))
+    devices = [device.index or 0] if getattr(device, "type", "cpu") == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(seed) % (1 << 63))
+        out = interplan.evaluate_interplan(act, begin, config, int(scenes), int(seed),
+                                           families=[f.name for f in fams], on_family=on_family, replay=replay,
+                                           label=config_name)
+    out["deterministic"] = True
     return out

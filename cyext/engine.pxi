@@ -549,8 +549,10 @@ cdef class Engine:
         """What the reference driver decides for each slot of ``world`` now, as ``[K]`` arrays: the
         ``lane`` its route starts on and its arc length ``lane_s`` (m), the ``route_lane`` after it,
         ``sweep_points`` (poses predicted along the route), the asked-for ``accel`` (m/s^2) and
-        ``steer`` (rad), the desired speed ``v0`` (m/s), the ``gap`` to the nearest constraint (m)
-        and the ``action``; -1 or NaN for slots it does not drive. Settings as ``reference_actions``."""
+        ``steer`` (rad), the desired speed ``v0`` (m/s), the ``gap`` to the nearest constraint (m),
+        the agent row of that constraint (``leader``, -1 for a stopping point or none), the lateral
+        offset from the route lane's centre it drives at (``lat_off``, m, + left: a pass) and the
+        ``action``; -1 or NaN for slots it does not drive. Settings as ``reference_actions``."""
         s = _reference_settings(settings)
         if not 0 <= world < self.num_worlds:
             raise ValueError(f"world must lie in [0, {self.num_worlds}), got {world}")

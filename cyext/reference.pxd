@@ -19,13 +19,17 @@ Each step, for one agent:
 3b. **Passing and the goal's lane** (``_pass_or_change``). When the nearest constraint is an obstacle
    at rest (``ROLE_STATIC``: a stopped, parked or crashed vehicle, a cone, a worker) within
    ``pass_distance``, the driver takes an adjacent same-direction lane whose stretch around it is free
-   (``lanechange._lane_free``, the rule-based vehicles' MOBIL check) and clear of that obstacle; on a
-   road without one it drives around it at the smallest lateral offset, towards the overtaking side
-   and at most a lane width, whose sweep no obstacle at rest blocks, over the centre line only when no
-   oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths and 10 m) before
-   it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once over, it finishes). Where its goal lies on a same-direction neighbour's successors and not on its
-   own lane's, it changes to that lane when the stretch is free. Pedestrians and moving vehicles are
-   waited for, never passed (the IDM constraints above).
+   (``lanechange._lane_free``, the rule-based vehicles' MOBIL check) and clear of that obstacle; else
+   it drives around it at the smallest lateral offset whose sweep no obstacle at rest blocks, towards
+   the overtaking side (at most a lane width), then the other (a lane width onto a same-direction
+   neighbour, else within its lane), never nearer in than it already is while the obstacle blocks
+   its own lane, over the centre line only when no oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths and 10 m) before
+   it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once over, it finishes);
+   while it waits it stands ``pass_room`` metres back, room to turn out when the way clears. Where
+   its goal lies on a same-direction neighbour's successors and not on its own lane's, it changes
+   to that lane when the stretch is free and no obstacle at rest stands in it within
+   ``pass_distance``. Pedestrians and moving vehicles are waited for, never passed (the IDM
+   constraints above).
 4. **Action.** Every action of the class grid is tried on a copy of the agent through the engine's
    own dynamics (``dynamics.step_dynamics``, with the agent's sampled kinematic coefficients, so a
    car with a weak c_steer is steered as such), and the one whose next acceleration and steering
@@ -69,6 +73,7 @@ ctypedef struct RefParams:
     double pass_distance       # m: an obstacle at rest this near along the route prompts a pass
     double pass_time           # s: margin on the time a pass over the centre line takes, against oncoming traffic
     double pass_lookahead      # m: least pure-pursuit lookahead while passing or changing lane (a gentle S)
+    double pass_room           # m: gap to the obstacle at which a car waiting to pass it stands
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -88,6 +93,7 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.pass_distance = 30.0
     rp.pass_time = 2.0
     rp.pass_lookahead = 10.0
+    rp.pass_room = 6.0
 
 
 cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, LaneGraphScratch* sc) noexcept nogil:
@@ -276,7 +282,7 @@ cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams
 
 ctypedef struct RefPlan:
     # What the driver decided for one agent (``Engine.reference_plan``).
-    int lane, route_lane, sweep_points
+    int lane, route_lane, sweep_points, leader
     double lane_s, accel, steer, v0, gap, lat_off
 
 
@@ -363,7 +369,9 @@ cdef inline bint _try_lane(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     cdef Agent* a = &agents[i]
     cdef double s, fx, fy, tc, ts, d, v = a.speed if a.speed > 0 else 0.0
     cdef int mode = a.idm_mode, old_lane = a.lane, old_route = a.route_lane
-    cdef double old_s = a.lane_s, old_reach = a.lc_reach, old_arc = a.lane_arc
+    cdef double old_s = a.lane_s, old_reach = a.lc_reach, old_arc = a.lane_arc, a2, v2
+    cdef Sweep sw2
+    cdef Leader ld2
     if lane < 0 or m.lane_inter[lane] >= 0:
         return False
     if not _lane_foot(m, lane, a.x, a.y, &s, &fx, &fy, &tc, &ts):
@@ -387,10 +395,14 @@ cdef inline bint _try_lane(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     if a.route_lane < 0 and m.succ_off[lane + 1] > m.succ_off[lane]:
         a.route_lane = m.succ[m.succ_off[lane]]
     a.lc_reach = _pass_reach(a, p, rp, ld.gap)
-    acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, sw, ld, v0)
-    if away_from_static and ld.who >= 0 and agents[ld.who].role == ROLE_STATIC and ld.gap < rp.pass_distance:
+    a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, &sw2, &ld2, &v2)
+    if away_from_static and ld2.who >= 0 and agents[ld2.who].role == ROLE_STATIC and ld2.gap < rp.pass_distance:
         a.lane, a.lane_s, a.route_lane, a.lc_reach, a.lane_arc = old_lane, old_s, old_route, old_reach, old_arc
         return False
+    sw[0] = sw2
+    ld[0] = ld2
+    acc[0] = a2
+    v0[0] = v2
     return True
 
 
@@ -402,7 +414,7 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
     it drives at from its (possibly new) route lane's centre."""
     cdef Agent* a = &agents[i]
     cdef int side_k, lane, gl
-    cdef double gs = 0.0, side, mag, w = m.lane_width[a.lane], lat_now, off, a2, v2, best_mag, best_gap
+    cdef double gs = 0.0, side, mag, w = m.lane_width[a.lane], lat_now, off, a2, v2, best_mag, best_gap, top, v
     cdef bint clear
     cdef double over = 0.5 * m.lane_width[a.lane] - 0.5 * a.width
     cdef Sweep sw2
@@ -435,33 +447,48 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
             return 0.0
     # Around it within the road: the smallest offset towards the overtaking side whose sweep meets no
     # obstacle at rest nearby, over the centre line only with the oncoming side clear.
-    side = 1.0 if m.handedness == 0 else -1.0
-    lat_now = side * _offset_from(m, a)
     a.lc_reach = _pass_reach(a, p, rp, ld.gap)
-    best_mag = -1.0
-    best_gap = ld.gap + 1.0
-    mag = 0.5
-    while mag <= w + 1e-9:
-        a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * mag, cap, &sw2, &ld2, &v2)
-        clear = not (ld2.who >= 0 and agents[ld2.who].role == ROLE_STATIC and ld2.gap < rp.pass_distance)
-        if clear or ld2.gap > best_gap:
-            if not (mag <= over + 0.1 or lat_now > over + 0.3 or
-                    _oncoming_clear(agents, n, i, side, w, ld.gap + 2.0 * a.length + 10.0, rp.pass_time)):
-                break  # the way round crosses into traffic: wait behind the obstacle
-            if clear:
-                sw[0] = sw2
-                ld[0] = ld2
-                acc[0] = a2
-                v0[0] = v2
-                return side * mag
-            # blocked at every offset so far: the one that gets furthest, should none clear it
-            best_mag = mag
-            best_gap = ld2.gap
-        mag += 0.5
-    if best_mag > 0 and lat_now > 0.5:  # under way round it: keep going at the best offset
-        acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * best_mag, cap, sw, ld, v0)
-        return side * best_mag
+    for side_k in range(2):
+        # the overtaking side (left in right-hand traffic) up to a lane width; then the other side,
+        # up to a lane width onto a same-direction neighbour, else only within the lane
+        side = (1.0 if m.handedness == 0 else -1.0) * (1.0 if side_k == 0 else -1.0)
+        lat_now = side * _offset_from(m, a)
+        top = w
+        if side_k == 1 and (m.lane_left[a.lane] if side > 0 else m.lane_right[a.lane]) < 0:
+            top = over - 0.05
+        best_mag = -1.0
+        best_gap = ld.gap + 1.0
+        mag = 0.5
+        # out already: no nearer in than it is until the way back is clear (no hugging the obstacle)
+        while mag + 0.5 <= lat_now + 0.25 and mag + 0.5 <= top + 1e-9:
+            mag += 0.5
+        while mag <= top + 1e-9:
+            a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * mag, cap, &sw2, &ld2, &v2)
+            clear = not (ld2.who >= 0 and agents[ld2.who].role == ROLE_STATIC and ld2.gap < rp.pass_distance)
+            if clear or ld2.gap > best_gap:
+                if not (side_k == 1 or mag <= over + 0.1 or lat_now > over + 0.3 or
+                        _oncoming_clear(agents, n, i, side, w, ld.gap + 2.0 * a.length + 10.0, rp.pass_time)):
+                    break  # the way round crosses into traffic: wait behind the obstacle
+                if clear:
+                    sw[0] = sw2
+                    ld[0] = ld2
+                    acc[0] = a2
+                    v0[0] = v2
+                    return side * mag
+                # blocked at every offset so far: the one that gets furthest, should none clear it
+                best_mag = mag
+                best_gap = ld2.gap
+            mag += 0.5
+        if best_mag > 0 and lat_now > 0.5:  # under way round it: keep going at the best offset
+            acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, side * best_mag, cap, sw, ld, v0)
+            return side * best_mag
     a.lc_reach = 0.0
+    # Waiting to pass: stand ``pass_room`` metres back, room to turn out when the way clears.
+    v = a.speed if a.speed > 0 else 0.0
+    if ld.gap <= rp.pass_room:
+        acc[0] = -2.0 * v if -2.0 * v < acc[0] else acc[0]
+    elif acc[0] > -v * v / (2.0 * (ld.gap - rp.pass_room)):
+        acc[0] = -v * v / (2.0 * (ld.gap - rp.pass_room))
     return 0.0
 
 
@@ -511,6 +538,7 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
         plan.lane, plan.route_lane, plan.sweep_points = a.lane, a.route_lane, sw.n
         plan.lane_s, plan.accel, plan.steer, plan.v0, plan.gap = a.lane_s, acc, steer_ref, v0, ld.gap
         plan.lat_off = lat_off
+        plan.leader = <int>ld.who
     a[0] = saved
     out = _best_action(a, cp, model, grid_long, grid_lat, n_long, n_lat, acc, steer_ref, 0.0,
                        rp, dt)

@@ -21,6 +21,7 @@ _REFERENCE_SETTINGS = {
     "pass_distance": (30.0, 1.0, 200.0, "m"),
     "pass_time": (2.0, 0.0, 60.0, "s"),
     "pass_lookahead": (10.0, 0.0, 50.0, "m"),
+    "pass_room": (6.0, 0.0, 30.0, "m"),
 }
 
 
@@ -59,6 +60,7 @@ cdef int _fill_reference_params(Engine e, RefParams* rp, dict settings) except -
     rp.pass_distance = settings["pass_distance"]
     rp.pass_time = settings["pass_time"]
     rp.pass_lookahead = settings["pass_lookahead"]
+    rp.pass_room = settings["pass_room"]
     rp.lane_max_dist = e.lane_max_dist
     rp.z_gate = e.z_gate
     rp.route_cap = e.rform.route_cap
@@ -117,7 +119,7 @@ cdef _reference_plan(Engine e, int world, dict settings):
     cdef RefPlan plan
     cdef Agent* a
     cdef int c
-    names_i = ("lane", "route_lane", "sweep_points")
+    names_i = ("lane", "route_lane", "sweep_points", "leader")
     names_f = ("lane_s", "accel", "steer", "v0", "gap", "lat_off")
     out = {k2: np.full(K, -1, np.int64) for k2 in names_i}
     out.update({k2: np.full(K, np.nan) for k2 in names_f})
@@ -135,11 +137,12 @@ cdef _reference_plan(Engine e, int world, dict settings):
         plan.lane = -1
         plan.route_lane = -1
         plan.sweep_points = -1
+        plan.leader = -1
         plan.lane_s = plan.accel = plan.steer = plan.v0 = plan.gap = plan.lat_off = np.nan
         out["action"][k] = reference_action(e.wmap[world], &e.agents[base], e.n_agents[world], i, e.cp, &e.idmp,
                                             st.sl, &e.grid_long[c * MAX_GRID], &e.grid_lat[c * MAX_GRID],
                                             e.n_long[c], e.n_lat[c], &e.lg[world], &rp, e.dt, &plan)
-        for k2, v in zip(names_i, (plan.lane, plan.route_lane, plan.sweep_points)):
+        for k2, v in zip(names_i, (plan.lane, plan.route_lane, plan.sweep_points, plan.leader)):
             out[k2][k] = v
         for k2, v in zip(names_f, (plan.lane_s, plan.accel, plan.steer, plan.v0, plan.gap, plan.lat_off)):
             out[k2][k] = v

@@ -329,20 +329,27 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
 
     from .evaluation.suites import format_suite, get_suite
 
+    from .evaluation.interplan import format_interplan
+
     model = _eval_model(subject, args)
-    scenes = 20 if args.scenes is None else args.scenes
+    interplan = args.suite == "interplan"
+    # InterPlan's interplan10 split has 10 scenes per family
+    scenes = (10 if interplan else 20) if args.scenes is None else args.scenes
     names = [f.name for f in get_suite(args.suite)]
     actions = "deterministic actions" if subject[2] is None else "the driver's actions"
+    reference = ("ego progress along the expert route (InterPlan's score)" if interplan
+                 else f"ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     print(f"{subject[0]} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
-          f"seed {args.seed}, {actions}, ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
+          f"seed {args.seed}, {actions}, {reference}")
     try:
         out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
                              progress_reference=args.progress_reference, replay=_replay_options(args).get("replay"),
-                             on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} "
-                                                       f"({r['scenes']} scenes of {r['scanned']} seeds)", flush=True))
+                             on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} ({r['scenes']} scenes"
+                                                       + (f" of {r['scanned']} seeds)" if "scanned" in r else ")"),
+                                                       flush=True))
     except RuntimeError as e:
         raise ValueError(str(e)) from e
-    print(format_suite(out["families"], out["mean"]))
+    print(format_interplan(out["families"], out["mean"]) if interplan else format_suite(out["families"], out["mean"]))
     _print_replays(out, args.replay)
     if args.json:
         from pathlib import Path
@@ -530,14 +537,16 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--filmstrip", default=None, metavar="PNG",
                     help="6 frames of each of the 3 lowest-scoring episodes (of A with --vs)")
     ev.add_argument("--suite", default=None, choices=sorted(SUITES),
-                    help="evaluate on a suite of scenario families instead (longtail: the eight InterPlan-like "
-                         "families; see terrazero_env.evaluation.suites), deterministic actions, one row per family")
+                    help="evaluate on a suite of scenario families instead, deterministic actions, one row per "
+                         "family: interplan (InterPlan's eight families as scripted scenes, scored as InterPlan "
+                         "scores them; terrazero_env.evaluation.interplan) or longtail (the earlier InterPlan-like "
+                         "families found by a seed scan; terrazero_env.evaluation.suites)")
     ev.add_argument("--progress-reference", choices=PROGRESS_REFERENCES, default="idm",
                     help="what the score's ego progress is measured against: idm (default), the IDM driver "
                          "from the same start in the same scene (one extra rollout per round), or limit, a "
                          "driver at the lane's posted limit (the engine's reference)")
     ev.add_argument("--scenes", type=int_in(1, 10**5), default=None,
-                    help="with --suite: qualifying scenes per family (default 20)")
+                    help="with --suite: scenes per family (default 10 for interplan, its official split; 20 for longtail)")
     ev.add_argument("--trust-pickle", action="store_true",
                     help="allow a checkpoint zip that needs unpickling (any SB3 zip not written by terrazero); "
                          "unpickling runs code from the file: only for files you trust")

@@ -53,7 +53,8 @@ import numpy as np
 from ..config import Consequence, EngineConfig, GoalBehavior, RoadUsersConfig, StaticKind
 from ..maps.schema import AgentType, LaneType
 
-__all__ = ["INTERPLAN", "InterPlanFamily", "LaneNet", "ScriptedScene", "build_scenes", "interplan_score",
+__all__ = ["INTERPLAN", "INTERPLAN_COLUMNS", "InterPlanFamily", "LaneNet", "ScriptedScene", "build_scenes",
+           "evaluate_interplan", "format_interplan", "get_family", "interplan_score", "lane_net",
            "run_scenes", "scene_config", "SCENE_SECONDS", "INTERPLAN_WEIGHTS"]
 
 #: InterPlan's scenes last 30 s (``modified_nuplan_scenario_builder.py``).
@@ -253,10 +254,12 @@ def _obstacle_layout(net: LaneNet, rng: np.random.Generator, extent: float,
     """A lane for an obstacle ``extent`` m long, its first arc length there, the ego's start (lane, s)
     20-60 m behind it, the route from the ego past the obstacle to a goal 25-40 m beyond its end
     (stretch), that route's length and the distance from the ego to the obstacle's start."""
-    lane = _pick_lane(net, rng, lambda i: net.length[i] >= max(min_lane, extent + 28.0))
-    # room before it, and 20 m after it to come back before the lane ends (a junction)
-    s_obs = float(rng.uniform(8.0, net.length[lane] - 20.0 - extent))
-    d_ego = float(rng.uniform(20.0, 60.0))
+    # The ego starts on the obstacle's own lane (InterPlan's obstacles lie in the ego's roadblock), 20-60
+    # m before it, 5 m or more from the lane's start; 20 m after it are left to come back in before
+    # the lane ends (a junction).
+    lane = _pick_lane(net, rng, lambda i: net.length[i] >= max(min_lane, extent + 45.0))
+    d_ego = float(rng.uniform(20.0, min(60.0, net.length[lane] - 25.0 - extent)))
+    s_obs = float(rng.uniform(d_ego + 5.0, net.length[lane] - 20.0 - extent))
     start = net.back(lane, s_obs, d_ego)
     if start is None or not _room_to_stop(net, start):
         return None
@@ -287,7 +290,7 @@ def _finish(family: str, map_name: str, net: LaneNet, start: tuple[int, float], 
     if goal is None:
         goal = end[:2]
     limit = float(np.nanmin([net.speed[ln] for ln, _, _ in stretch] + [40.0]))
-    expert = min(route_len, limit * SCENE_SECONDS)
+    expert = min(route_len, float(np.hypot(*np.diff(route, axis=0).T).sum()), limit * SCENE_SECONDS)
     ego = _ego(net.pose(*start), (float(goal[0]), float(goal[1])), ego_speed)
     return ScriptedScene(family=family, map=map_name, agents=[ego, *agents_after_ego], route=route,
                          expert_progress=float(expert), obstacle_s=obstacle_s,
@@ -367,9 +370,18 @@ def build_nudge(net: LaneNet, rng: np.random.Generator, map_name: str) -> Script
 
 
 def _oncoming(net: LaneNet, route: np.ndarray, start_s: float, end_s: float, gap_hi: int, rng: np.random.Generator,
-              limit: float, width: float) -> list[dict[str, Any]]:
+              limit: float, width: float, map_name: str) -> list[dict[str, Any]]:
     """IDM cars driving against the route one lane width to its passing side, from ``end_s`` back to
-    ``start_s`` at gaps of randrange(10, gap_hi) m (InterPlan's spawn_agents)."""
+    ``start_s`` at gaps of randrange(10, gap_hi) m (InterPlan's spawn_agents), where a lane there
+    runs against the route."""
+    from ..engine import road_map
+
+    lanes = road_map(map_name).lanes
+
+    def opposing(x: float, y: float, h: float) -> bool:
+        q = lanes.query(np.array([[x, y]]))
+        return bool(q["row"][0] >= 0 and q["distance"][0] < 0.5 and math.cos(q["heading"][0] - h) < -0.95)
+
     cars = []
     side = -_curb_sign(net)  # the oncoming lane lies opposite the curb
     cum = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(route, axis=0).T))])
@@ -382,9 +394,11 @@ def _oncoming(net: LaneNet, route: np.ndarray, start_s: float, end_s: float, gap
         x, y = route[k] + t * d
         x, y = _offset((float(x), float(y), h), 0.0, side * width)
         v = float(np.clip(limit * rng.uniform(0.6, 0.9) + rng.normal(0.0, 1.0), 0.0, limit))
+        s -= float(rng.integers(10, gap_hi)) + 4.5
+        if not opposing(x, y, h):
+            continue  # no lane driving against the route here (a junction, a bend's inside)
         cars.append({"cls": int(AgentType.CAR), "x": x, "y": y, "heading": h + math.pi, "speed": v, "idm": True,
                      "idm_mode": int(rng.integers(0, 3)), "controlled": False})
-        s -= float(rng.integers(10, gap_hi)) + 4.5
     return cars
 
 
@@ -406,7 +420,7 @@ def build_overtake(net: LaneNet, rng: np.random.Generator, map_name: str) -> Scr
         # InterPlan spawns along the obstacle's roadblock extended by about 50 m each way
         cars = _oncoming(net, line, max(0.0, d_ego - 50.0), min(float(np.hypot(*np.diff(line, axis=0).T).sum()) - 5.0,
                                                                  d_ego + 100.0),
-                         33 if traffic == "high" else 50, rng, float(net.speed[lane]), float(net.width[lane]))
+                         33 if traffic == "high" else 50, rng, float(net.speed[lane]), float(net.width[lane]), map_name)
         scene.agents += cars
         scene.meta["oncoming"] = len(cars)
     return scene
@@ -456,12 +470,13 @@ def _density_builder(name: str, gap_hi: int) -> Callable[[LaneNet, np.random.Gen
         limit = float(net.speed[lane])
         behaviour = ("assertive", "cautious", "mixed")[int(rng.integers(3))]
         traffic: list[dict[str, Any]] = []
+        ego_xy = net.pose(lane, s0)[:2]
         for ln in net.road_lanes(lane):
-            s_hi = min(float(net.length[ln]), s0 + d_goal + 50.0)
-            s = s_hi
+            s_ln, _ = project(net.pts[ln], ego_xy)  # abreast of the ego on that lane
+            s = min(float(net.length[ln]), s_ln + d_goal + 50.0)
             first = True
-            while s > max(0.0, s0 - 50.0):
-                if not (ln == lane and abs(s - s0) < 10.0):
+            while s > max(0.0, s_ln - 50.0):
+                if not (ln == lane and abs(s - s_ln) < 10.0):
                     v = limit * 0.8 if first else float(np.clip(limit * rng.uniform(0.5, 0.9) + rng.normal(0, 1), 0, limit))
                     mode = 1 if behaviour == "assertive" else 2 if behaviour == "cautious" else int(rng.integers(1, 3))
                     x, y, h = net.pose(ln, s)
@@ -701,3 +716,99 @@ def interplan_score(scene: ScriptedScene, family: InterPlanFamily, result: dict[
     terms["goal_reached"] = float(result["goal_reached"])
     terms["passed"] = float(ratio * scene.expert_progress >= scene.obstacle_s) if math.isfinite(scene.obstacle_s) else math.nan
     return terms
+
+
+# ------------------------------------------------------------------------------------ evaluation
+
+#: Columns of the suite's table: (key, label); each the mean over a family's scenes.
+INTERPLAN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("no_at_fault_collision", "no AF coll"),
+    ("drivable_area_compliance", "drivable"),
+    ("ego_progress", "ego prog"),
+    ("ego_sorts", "passed"),
+    ("lane_changes_to_goal", "lanes2goal"),
+    ("driving_direction_compliance", "direction"),
+    ("goal_reached", "goal"),
+    ("collision", "collision"),
+    ("offroad", "off-road"),
+)
+
+
+def evaluate_interplan(act: Callable[[Any], np.ndarray], begin: Callable[[Any, np.ndarray, np.ndarray], None] | None,
+                       config: EngineConfig, scenes: int = 10, seed: int = 0, *,
+                       families: Sequence[str] | None = None,
+                       on_family: Callable[[dict[str, Any]], None] | None = None,
+                       replay: Any = None, label: str = "") -> dict[str, Any]:
+    """Every family of :data:`INTERPLAN` (or those named) on ``scenes`` composed scenes each (10 is
+    InterPlan's ``interplan10`` split), driven by ``act``/``begin`` (:func:`run_scenes`) with
+    ``config``'s observation, reward and kinematic settings, scored by :func:`interplan_score`.
+    Returns ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "per_scene": {family:
+    [terms, ...]}}``; ``replay``: a folder receiving each scene's browser replay and an index."""
+    from .metrics import mean_interval
+
+    if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
+        raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
+    fams = INTERPLAN if families is None else tuple(get_family(f) for f in families)
+    rows, per_scene, entries = [], {}, []
+    for fam in fams:
+        built = build_scenes(fam, int(scenes), seed)
+        store: dict[int, Any] | None = {} if replay is not None else None
+        results = run_scenes(act, begin, config, built, replays=store)
+        terms = []
+        for sc, res in zip(built, results):
+            t = interplan_score(sc, fam, res, float(config.dt))
+            t["collision"] = float(res["events"].get("collision", False))
+            t["offroad"] = float(res["events"].get("offroad", False))
+            terms.append(t)
+        score = np.array([t["score"] for t in terms])
+        m, lo, hi = mean_interval(score)
+        row: dict[str, Any] = {"family": fam.name, "description": fam.description, "maps": list(fam.maps),
+                               "scenes": len(built), "score": m,
+                               "score_ci": [None if np.isnan(lo) else max(lo, 0.0), None if np.isnan(hi) else min(hi, 100.0)]}
+        for key, _ in INTERPLAN_COLUMNS:
+            row[key] = float(np.mean([t[key] for t in terms]))
+        rows.append(row)
+        per_scene[fam.name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in t.items()}
+                               for t in terms]
+        if store is not None:
+            from ..viewer import write_episode_replays
+
+            eps = [{"replay": store[i], "name": f"{fam.name}/scene_{i:04d}", "focus": 0,
+                    "title": f"{fam.name} scene {i} ({built[i].map})", "score": float(terms[i]["score"]),
+                    "group": fam.name, "episode": i, "events": [k for k, v in results[i]["events"].items() if v],
+                    "length": int(results[i]["steps"]), "config": label}
+                   for i in range(len(built))]
+            entries += write_episode_replays(replay, eps, title=f"InterPlan suite ({label})", index=False)
+        if on_family is not None:
+            on_family(row)
+    mean = {"family": "mean over families", "scenes": sum(r["scenes"] for r in rows), "score": float(np.mean([r["score"] for r in rows]))}
+    for key, _ in INTERPLAN_COLUMNS:
+        mean[key] = float(np.mean([r[key] for r in rows]))
+    out = {"suite": "interplan", "seed": int(seed), "scenes": int(scenes), "families": rows, "mean": mean,
+           "per_scene": per_scene}
+    if replay is not None:
+        from ..viewer import write_index
+
+        write_index(replay, entries, f"InterPlan suite ({label}): a row per family, each scene with its score")
+        out["replays"] = entries
+    return out
+
+
+def format_interplan(rows: Sequence[dict[str, Any]], mean: dict[str, Any]) -> str:
+    """The families' rows and their mean as an aligned text table (score in [0, 100], the rest in [0, 1])."""
+    name_w = max(len(mean["family"]), *(len(r["family"]) for r in rows))
+    head = f"{'family':<{name_w}}  {'scenes':>6}  {'score':>6}  {'95% CI':>13}"
+    head += "".join(f"  {label:>10}" for _, label in INTERPLAN_COLUMNS)
+    lines = [head, "-" * len(head)]
+    for r in [*rows, mean]:
+        ci = r.get("score_ci")
+        ci_text = "" if ci is None else "n/a" if ci[0] is None else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+        line = f"{r['family']:<{name_w}}  {r['scenes']:>6}  {r['score']:>6.1f}  {ci_text:>13}"
+        line += "".join(f"  {r[key]:>10.2f}" for key, _ in INTERPLAN_COLUMNS)
+        if r is mean:
+            lines.append("-" * len(head))
+        lines.append(line)
+    lines.append("score: InterPlan's (terrazero_env.evaluation.interplan), mean and 95% t interval; passed: "
+                 "the ego_sorts gate (1 when the ego's progress passed the farthest obstacle; 1 in families "
+                 "without one); other columns: means of the terms and shares of episodes.")
+    return "\n".join(lines)

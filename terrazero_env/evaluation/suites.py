@@ -36,6 +36,7 @@ import numpy as np
 
 from ..config import EngineConfig, RoadUsersConfig, StaticKind
 from ..maps.schema import AgentType
+from .interplan import INTERPLAN
 
 __all__ = ["SUITES", "SUITE_COLUMNS", "Family", "Scene", "family_config", "family_row", "find_scenes", "format_suite",
            "get_suite", "scene_seed", "suite_mean"]
@@ -186,8 +187,9 @@ LONGTAIL: tuple[Family, ...] = (
            "highway", {"idm_fraction": 1.0}, _density(8, 10**6), {"num_agents": (48, 60)}),
 )
 
-#: Suites by name (the choices of ``terrazero eval --suite``).
-SUITES: dict[str, tuple[Family, ...]] = {"longtail": LONGTAIL}
+#: Suites by name (the choices of ``terrazero eval --suite``): ``longtail`` (this module's seed scan) and
+#: ``interplan`` (scripted scenes scored as InterPlan scores them, :mod:`terrazero_env.evaluation.interplan`).
+SUITES: dict[str, tuple[Any, ...]] = {"longtail": LONGTAIL, "interplan": INTERPLAN}
 
 
 def get_suite(name: str) -> tuple[Family, ...]:
