@@ -46,14 +46,14 @@ class PackedEntities:
     instead of finding and copying them again in every epoch.
 
     Collection adds the packing of each step (or of each contiguous block of slots of a step) with
-    :meth:`add`; :meth:`finalize` lays them out in the buffer's flat sample order (sample ``i`` is step
-    ``i % T`` of env ``i // T``, so a trajectory segment's entities are one contiguous block) and
-    records, per group, where each sample's entities start and how many there are; :meth:`gather`
-    builds the :class:`PackedObs` of any samples from those offsets, copying each run of consecutive
-    samples as one block (the padding of the observations is never read again)."""
+    :meth:`add`; :meth:`finalize` concatenates them in (step, slot) order, the order they were packed
+    in, and records per group where each observation's entities start and how many there are;
+    :meth:`gather` builds the :class:`PackedObs` of any samples from those offsets, reading only the
+    gathered entities (the padding of the observations is never read again)."""
 
     def __init__(self, n_steps: int, n_envs: int, groups: list[str], typed: bool) -> None:
         self.n_steps, self.n_envs, self.groups, self.typed = n_steps, n_envs, list(groups), typed
+        self._storage: dict[str, torch.Tensor] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -66,7 +66,7 @@ class PackedEntities:
         self.ready = False
 
     def finalize(self) -> bool:
-        """Lay out the chunks added since :meth:`reset`; False (and no packing kept) unless they tile
+        """Index the chunks added since :meth:`reset`; False (and no packing kept) unless they tile
         every (step, slot) pair exactly once."""
         chunks = sorted(self._chunks, key=lambda c: (c[0], c[1]))
         expect = 0
@@ -74,71 +74,48 @@ class PackedEntities:
             if step * self.n_envs + first != expect:
                 break
             expect += packed.n
-        t_len, n_env = self.n_steps, self.n_envs
-        if expect != t_len * n_env or not chunks:
+        if expect != self.n_steps * self.n_envs or not chunks:
             self.reset()
             return False
-
-        def env_major(x: torch.Tensor) -> torch.Tensor:  # [T * N, ...] (step-major) -> [N * T, ...]
-            return x.reshape(t_len, n_env, *x.shape[1:]).transpose(0, 1).reshape(x.shape)
-
-        self.ego = env_major(torch.cat([c[2].ego for c in chunks]))
-        self.kind = env_major(torch.cat([c[2].kind for c in chunks])) if self.typed else None
-        self.feats: dict[str, torch.Tensor] = {}
-        counts_all = []
-        for g in self.groups:
-            counts_sm = torch.cat([torch.bincount(c[2].groups[g][0], minlength=c[2].n) for c in chunks])
-            feats_sm = torch.cat([c[2].groups[g][1] for c in chunks])
-            counts = env_major(counts_sm)
-            starts = torch.cumsum(counts, 0) - counts
-            # Entity j of step-major sample k = t * N + n moves to the start of flat sample n * T + t,
-            # plus its place within the sample.
-            total = feats_sm.shape[0]
-            k = torch.repeat_interleave(torch.arange(t_len * n_env, device=counts.device), counts_sm,
-                                        output_size=total)
-            starts_sm = torch.cumsum(counts_sm, 0) - counts_sm
-            dest = starts.index_select(0, (k % n_env) * t_len + torch.div(k, n_env, rounding_mode="floor"))
-            dest += torch.arange(total, device=counts.device) - starts_sm.index_select(0, k)
-            self.feats[g] = torch.empty_like(feats_sm).index_copy_(0, dest, feats_sm)
-            counts_all.append(counts)
-        #: ``[N * T, groups]``: each sample's entity count and first entity, per group.
-        self.counts = torch.stack(counts_all, dim=1)
+        self.ego = self._concat("ego", [c[2].ego for c in chunks])
+        self.kind = self._concat("kind", [c[2].kind for c in chunks]) if self.typed else None
+        self.feats = {g: self._concat(g, [c[2].groups[g][1] for c in chunks]) for g in self.groups}
+        #: ``[T * N, groups]``: each observation's entity count and first entity, per group, at
+        #: ``step * n_envs + slot``.
+        self.counts = torch.stack([torch.cat([torch.bincount(c[2].groups[g][0], minlength=c[2].n) for c in chunks])
+                                   for g in self.groups], dim=1)
         self.starts = torch.cumsum(self.counts, 0) - self.counts
         self._chunks = []
         self.ready = True
         return True
 
+    def _concat(self, name: str, parts: list[torch.Tensor]) -> torch.Tensor:
+        """``torch.cat(parts)`` into storage kept from one rollout to the next (grown by a quarter when
+        too small): a fresh tensor of this size costs more in first-touch page faults than the copy."""
+        rows = sum(p.shape[0] for p in parts)
+        store = self._storage.get(name)
+        if store is None or store.shape[0] < rows or store.shape[1:] != parts[0].shape[1:] or store.dtype != parts[0].dtype:
+            store = self._storage[name] = parts[0].new_empty((rows + rows // 4, *parts[0].shape[1:]))
+        return torch.cat(parts, out=store[:rows])
+
     def gather(self, indices: torch.Tensor) -> PackedObs:
-        """The :class:`PackedObs` of the samples at flat ``indices`` (int64 ``[B]``), in that order."""
+        """The :class:`PackedObs` of the samples at the buffer's flat ``indices`` (int64 ``[B]``; sample
+        ``i`` is step ``i % T`` of env ``i // T``), in that order."""
         b = indices.shape[0]
         dev = indices.device
-        counts = self.counts.index_select(0, indices)  # [B, groups]
+        keys = (indices % self.n_steps) * self.n_envs + torch.div(indices, self.n_steps, rounding_mode="floor")
+        counts = self.counts.index_select(0, keys)  # [B, groups]
         totals = counts.sum(0).tolist()
+        # Entity j of the batch, the k-th of its sample: source starts[sample] + k = j + shift[sample].
+        shift = self.starts.index_select(0, keys) - (torch.cumsum(counts, 0) - counts)
         arange_b = torch.arange(b, device=dev)
-        # Runs of consecutive samples (a drawn segment is one): each is one block of every group.
-        brk = torch.ones(b, dtype=torch.bool, device=dev)
-        brk[1:] = indices[1:] != indices[:-1] + 1
-        firsts = brk.nonzero().squeeze(1)
-        by_runs = firsts.shape[0] * 4 <= b
-        if by_runs:
-            lasts = torch.cat([firsts[1:], firsts.new_tensor([b])]) - 1
-            lo = self.starts.index_select(0, indices.index_select(0, firsts)).T.tolist()
-            hi = (self.starts.index_select(0, indices.index_select(0, lasts))
-                  + counts.index_select(0, lasts)).T.tolist()
-        else:
-            # entity j of the batch, the k-th of its sample: source start[sample] + k
-            shift = self.starts.index_select(0, indices) - (torch.cumsum(counts, 0) - counts)
         groups = {}
         for j, g in enumerate(self.groups):
             rows = torch.repeat_interleave(arange_b, counts[:, j], output_size=totals[j])
-            if by_runs:
-                feats = torch.cat([self.feats[g][a:z] for a, z in zip(lo[j], hi[j])])
-            else:
-                src = torch.arange(totals[j], device=dev) + shift[:, j].index_select(0, rows)
-                feats = self.feats[g].index_select(0, src)
-            groups[g] = (rows, feats)
-        kind = self.kind.index_select(0, indices) if self.typed else None
-        return PackedObs(self.ego.index_select(0, indices), groups, kind, b)
+            src = torch.arange(totals[j], device=dev) + shift[:, j].index_select(0, rows)
+            groups[g] = (rows, self.feats[g].index_select(0, src))
+        kind = self.kind.index_select(0, keys) if self.typed else None
+        return PackedObs(self.ego.index_select(0, keys), groups, kind, b)
 
 
 #: The per-step ``[T, N]`` fields of :class:`MaskedRolloutBuffer` and their dtypes (torch tensors on
