@@ -21,8 +21,8 @@ Each step, for one agent:
    ``pass_distance``, the driver takes an adjacent same-direction lane whose stretch around it is free
    (``lanechange._lane_free``, the rule-based vehicles' MOBIL check) and clear of that obstacle; else
    it drives around it at the smallest lateral offset whose sweep no obstacle at rest blocks, towards
-   the overtaking side (at most a lane width), then the other (a lane width onto a same-direction
-   neighbour, else within its lane), never nearer in than it already is while the obstacle blocks
+   the overtaking side (a lane width onto a same-direction neighbour or an oncoming lane, else within
+   its lane), then the other (a lane width onto a same-direction neighbour, else within its lane), never nearer in than it already is while the obstacle blocks
    its own lane, over the centre line only when no oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths and 10 m) before
    it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once over, it finishes);
    while it waits it stands ``pass_room`` metres back, room to turn out when the way clears. Where
@@ -332,6 +332,17 @@ cdef inline bint _oncoming_clear(Agent* agents, Py_ssize_t n, Py_ssize_t i, doub
     return True
 
 
+cdef inline bint _oncoming_lane_beside(const MapC* m, const Agent* a, double side, double w) noexcept nogil:
+    """Whether a lane running against the agent's route lane lies one lane width ``w`` to its ``side``
+    (+1 left) at its position, holding that point within half its width: the oncoming lane a pass
+    over the centre line would use (a median or a curb has none)."""
+    cdef double x, y, z, h, d2, t
+    lane_point(m, a.lane, a.lane_s, &x, &y, &z, &h)
+    x -= side * w * sin(h)
+    y += side * w * cos(h)
+    return seggrid_nearest_where(&m.lanes, x, y, z, w, -1.0, -cos(h), -sin(h), 0.8, m.lane_width, &d2, &t) >= 0
+
+
 cdef inline bint _on_lane_ahead(const MapC* m, const Agent* a, const Agent* b) noexcept nogil:
     """Whether ``b`` lies along the agent's own lane (``a.lane``) ahead of it, within a lane width of its
     centre: a pass starts on the obstacle's lane, never before a turn or a junction leading to it."""
@@ -454,8 +465,9 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
         side = (1.0 if m.handedness == 0 else -1.0) * (1.0 if side_k == 0 else -1.0)
         lat_now = side * _offset_from(m, a)
         top = w
-        if side_k == 1 and (m.lane_left[a.lane] if side > 0 else m.lane_right[a.lane]) < 0:
-            top = over - 0.05
+        if (m.lane_left[a.lane] if side > 0 else m.lane_right[a.lane]) < 0 and \
+                (side_k == 1 or not _oncoming_lane_beside(m, a, side, w)):
+            top = over - 0.05  # no lane there (a curb, a median): within its own lane only
         best_mag = -1.0
         best_gap = ld.gap + 1.0
         mag = 0.5
