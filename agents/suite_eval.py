@@ -27,7 +27,14 @@ import terrazero_env
 from terrazero_env.config import EngineConfig
 from terrazero_env.evaluation.suites import family_config, family_row, find_scenes, get_suite, suite_mean
 
-from .evaluate import _controller, _rollouts, check_compatible, check_progress_reference, closed_loop_from, write_replays
+from .evaluate import (
+    _controller,
+    _rollouts,
+    check_compatible,
+    check_progress_reference,
+    closed_loop_from,
+    write_replays,
+)
 
 __all__ = ["evaluate_suite"]
 

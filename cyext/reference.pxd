@@ -22,9 +22,11 @@ Each step, for one agent:
    (``lanechange._lane_free``, the rule-based vehicles' MOBIL check) and clear of that obstacle; else
    it drives around it at the smallest lateral offset whose sweep no obstacle at rest blocks, towards
    the overtaking side (a lane width onto a same-direction neighbour or an oncoming lane, else within
-   its lane), then the other (a lane width onto a same-direction neighbour, else within its lane), never nearer in than it already is while the obstacle blocks
-   its own lane, over the centre line only when no oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths and 10 m) before
-   it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once over, it finishes);
+   its lane), then the other (a lane width onto a same-direction neighbour, else within its lane),
+   never nearer in than it already is while the obstacle blocks its own lane, over the centre line
+   only when no oncoming vehicle could reach the stretch it passes on (the gap, two of its lengths
+   and 10 m) before it has driven it at 4 m/s or more, with ``pass_time`` seconds to spare (once
+   over, it finishes);
    while it waits it stands ``pass_room`` metres back, room to turn out when the way clears. Where
    its goal lies on a same-direction neighbour's successors and not on its own lane's, it changes
    to that lane when the stretch is free and no obstacle at rest stands in it within

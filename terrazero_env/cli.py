@@ -327,9 +327,8 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
     it finishes, then the mean."""
     from terrazero_env.agents.suite_eval import evaluate_suite
 
-    from .evaluation.suites import format_suite, get_suite
-
     from .evaluation.interplan import format_interplan
+    from .evaluation.suites import format_suite, get_suite
 
     model = _eval_model(subject, args)
     interplan = args.suite == "interplan"

@@ -24,6 +24,11 @@ OBSTACLE_FAMILIES = ("construction_zone", "accident_site", "nudge_stopped_vehicl
 LANE_CHANGE_FAMILIES = ("lane_change_low", "lane_change_medium", "lane_change_high")
 
 
+def _offset(pose: tuple[float, float, float], forward: float, left: float) -> tuple[float, float]:
+    x, y, h = pose
+    return x + forward * math.cos(h) - left * math.sin(h), y + forward * math.sin(h) + left * math.cos(h)
+
+
 def _route_frame(scene: ip.ScriptedScene, xy) -> tuple[float, float]:
     return ip.project(scene.route, xy)
 
@@ -115,8 +120,8 @@ def test_scripted_crossing_waits_unseen_for_its_trigger_then_walks_straight_at_i
     net = ip.lane_net("carla_town01")
     lane = _straight_lane(net)
     car = net.pose(lane, 10.0)
-    start = ip._offset(net.pose(lane, 60.0), 0.0, -4.0)
-    goal = ip._offset(net.pose(lane, 60.0), 0.0, 8.0)
+    start = _offset(net.pose(lane, 60.0), 0.0, -4.0)
+    goal = _offset(net.pose(lane, 60.0), 0.0, 8.0)
     e = _engine()
     e.set_scene(0, [{"cls": AgentType.CAR, "x": car[0], "y": car[1], "heading": car[2], "speed": 8.0,
                      "goal": net.pose(lane, 100.0)[:2]},
@@ -175,7 +180,7 @@ def _result(scene: ip.ScriptedScene, at_s: float, lat: float = 0.0, wrong_way: f
     h = math.atan2(d[1], d[0])
     t = (at_s - cum[k]) / (cum[k + 1] - cum[k])
     x, y = scene.route[k] + t * d
-    x, y = ip._offset((float(x), float(y), h), 0.0, lat)
+    x, y = _offset((float(x), float(y), h), 0.0, lat)
     row = np.zeros(len(EPISODE_METRIC_NAMES))
     names = list(EPISODE_METRIC_NAMES)
     row[names.index("steps")] = 300
