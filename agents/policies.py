@@ -33,10 +33,11 @@ __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "PackedObs", "TypedActionHeads
            "encode_present", "layout_from_env", "max_pool_rows", "pack_entities"]
 
 #: Adam's settings when a caller gives no ``optimizer_kwargs`` (copied per model): eps 1e-8, and torch's
-#: fused step (one kernel over each parameter, ``torch.optim.Adam(fused=True)``, CPU and CUDA): the
-#: update of the per-parameter loop up to float rounding, in a third of the multi-tensor step's time
-#: for the quick policy on one CPU core.
-DEFAULT_OPTIMIZER_KWARGS = {"eps": 1e-8, "fused": True}
+#: fused step (one kernel over each parameter, ``torch.optim.Adam(fused=True)``, on the CPU from torch
+#: 2.4): the update of the per-parameter loop up to float rounding, in a third of the multi-tensor
+#: step's time for the quick policy on one CPU core. Older torch: the multi-tensor step.
+DEFAULT_OPTIMIZER_KWARGS = ({"eps": 1e-8, "fused": True} if torch.__version__ >= "2.4"
+                            else {"eps": 1e-8, "foreach": True})
 
 ENTITY_GROUPS = ("partners", "road", "traffic")
 #: Implementations of the entity encoders (:meth:`DeepSetsExtractor.encode_entities`).

@@ -86,6 +86,8 @@ def test_the_default_fused_adam_updates_as_the_per_tensor_loop():
     per-parameter loop of elementwise ops, or its multi-tensor step, which was the default before and
     updates bit for bit as the loop): the same updates up to float rounding, so two rollouts and
     updates end at the loop's parameters within float32 tolerance."""
+    if torch.__version__ < "2.4":
+        pytest.skip("torch's fused Adam runs on the CPU from torch 2.4 (the default is the multi-tensor step before)")
     optimizer = quick_model().policy.optimizer
     assert optimizer.defaults["fused"] is True and not optimizer.defaults["foreach"]
     runs = []
