@@ -22,9 +22,9 @@ Motion: every step each walking pedestrian heads for its goal point at its prefe
 ``neighbor_dist`` (sharing the avoidance with other walkers, taking it all against pedestrians
 that do not avoid) and against vehicles, each seen as a file of discs along its length. A pedestrian leaves (its row dies) once it passes its goal line: the far end of
 the crosswalk, or the far road edge, plus its radius. A scripted crossing (``Engine.set_scene``'s
-``crossing``, InterPlan's jaywalker) waits unseen until a trigger agent comes within its distance, then
-walks straight to its goal at its speed without ORCA: it reacts to nothing. Per-world counters (``PED_STAT_*``) record
-events and outcomes.
+``crossing``, InterPlan's jaywalker) waits unseen until a trigger agent comes within its distance,
+then walks straight to its goal at its speed without ORCA: it reacts to nothing. Per-world counters
+(``PED_STAT_*``) record events and outcomes.
 """
 
 from libc.math cimport sqrt, cos, sin, atan2, exp, fabs

@@ -427,7 +427,7 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
     it drives at from its (possibly new) route lane's centre."""
     cdef Agent* a = &agents[i]
     cdef int side_k, lane, gl
-    cdef double gs = 0.0, side, mag, w = m.lane_width[a.lane], lat_now, off, a2, v2, best_mag, best_gap, top, v
+    cdef double gs = 0.0, side, mag, w = m.lane_width[a.lane], lat_now, a2, v2, best_mag, best_gap, top, v
     cdef bint clear
     cdef double over = 0.5 * m.lane_width[a.lane] - 0.5 * a.width
     cdef Sweep sw2
