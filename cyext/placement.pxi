@@ -385,7 +385,69 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
                         _make_planner(e, w, n)
             n += 1
             break
+    if e.route_blocks > 0:
+        n = _route_blocks(e, w, n)
     e.n_agents[w] = <int>n
+
+cdef Py_ssize_t _route_blocks(Engine e, Py_ssize_t w, Py_ssize_t n) noexcept nogil:
+    """Stopped vehicles in the controlled vehicles' way (``RoadUsersConfig.route_blocks``): for each
+    controlled car, truck or bus, with that probability, a stopped car on its lane-graph route to its
+    goal (``lanegraph.route_successor``), ``route_block_distance`` ahead, its goal at least 10 m past
+    it, outside junctions, shifted up to ``route_block_offset`` towards the curb, clear of every agent
+    placed and on the road; where none fits, none. Returns the new agent count."""
+    cdef Rng* rng = &e.rngs[w]
+    cdef const MapC* m = e.wmap[w]
+    cdef Py_ssize_t base = w * e.max_agents, i, j, n0 = n
+    cdef Agent* a
+    cdef Agent* b
+    cdef int lane
+    cdef double d, s, goal_d, off, curb = 1.0 if m.handedness == 1 else -1.0
+    cdef bint ok
+    for i in range(n0):
+        a = &e.agents[base + i]
+        if n >= e.max_agents:
+            break
+        if a.role != ROLE_CONTROLLED or a.cls > CLS_BUS or a.lane < 0:
+            continue
+        if rng_uniform(rng) >= e.route_blocks:
+            continue
+        d = rng_range(rng, e.route_block_lo, e.route_block_hi)
+        off = rng_range(rng, 0.0, e.route_block_offset)
+        a.lane_arc = a.lane_s
+        goal_d = goal_route_distance(m, a, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
+        if goal_d < d + 10.0:
+            continue
+        lane = a.lane
+        s = a.lane_s + d
+        while lane >= 0 and s > lane_length(m, lane):
+            s -= lane_length(m, lane)
+            lane = route_successor(m, a, lane, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
+        if lane < 0 or m.lane_inter[lane] >= 0:
+            continue
+        b = &e.agents[base + n]
+        memset(b, 0, sizeof(Agent))
+        _init_agent(e, w, b, CLS_CAR, ROLE_STATIC)
+        lane_point(m, lane, s, &b.x, &b.y, &b.z, &b.heading)
+        b.x -= curb * off * sin(b.heading)
+        b.y += curb * off * cos(b.heading)
+        b.cos_h = cos(b.heading)
+        b.sin_h = sin(b.heading)
+        b.goal_x, b.goal_y = b.x, b.y
+        b.alive = 1
+        ok = not offroad(m, b, e.z_gate)
+        for j in range(n):
+            if not ok:
+                break
+            if obb_overlap(b.x, b.y, b.heading, b.length + 2 * e.clearance, b.width + 2 * e.clearance,
+                           e.agents[base + j].x, e.agents[base + j].y, e.agents[base + j].heading,
+                           e.agents[base + j].length, e.agents[base + j].width) and \
+                    fabs(e.agents[base + j].z - b.z) <= e.z_gate:
+                ok = False
+        if ok:
+            n += 1
+        else:
+            memset(b, 0, sizeof(Agent))
+    return n
 
 cdef void _init_from_log(Engine e, Py_ssize_t w) noexcept nogil:
     """Agents at their logged state at step 0 (algorithm 1, step 7), each with a role drawn from its

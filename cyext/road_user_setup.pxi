@@ -28,6 +28,9 @@ cdef _load_road_users(Engine e, s):
     p.debris_lo, p.debris_hi = s["road_users.debris_size"]
     p.clearance = s["road_users.static_clearance"]
     p.tries = s["road_users.static_tries"]
+    e.route_blocks = s["road_users.route_blocks"]
+    e.route_block_lo, e.route_block_hi = s["road_users.route_block_distance"]
+    e.route_block_offset = s["road_users.route_block_offset"]
 
 
 cdef _load_planner(Engine e, s):

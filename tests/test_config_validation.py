@@ -203,6 +203,9 @@ BAD: list[tuple[type, str, object, str]] = [
     (RoadUsersConfig, "debris_size", (1.0, 0.5), "RoadUsersConfig.debris_size"),
     (RoadUsersConfig, "static_clearance", -0.1, "RoadUsersConfig.static_clearance"),
     (RoadUsersConfig, "static_tries", 0, "RoadUsersConfig.static_tries"),
+    (RoadUsersConfig, "route_blocks", -0.1, "RoadUsersConfig.route_blocks"),
+    (RoadUsersConfig, "route_block_distance", (40.0, 15.0), "RoadUsersConfig.route_block_distance"),
+    (RoadUsersConfig, "route_block_offset", float("nan"), "RoadUsersConfig.route_block_offset"),
     # IdmConfig
     (IdmConfig, "v0_scale", (1.0, 1.15), "IdmConfig.v0_scale"),
     (IdmConfig, "time_headway", (1.5, 0.0, 2.0), "IdmConfig.time_headway[1]"),

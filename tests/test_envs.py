@@ -255,7 +255,7 @@ def test_bad_config_values_name_the_field(overrides, message):
 
 
 def test_unknown_preset_lists_the_presets():
-    with pytest.raises(ValueError, match="unknown preset 'fast'; presets: planner, quick, sim_agent"):
+    with pytest.raises(ValueError, match="unknown preset 'fast'; presets: longtail, planner, quick, sim_agent"):
         load_config("fast")
 
 

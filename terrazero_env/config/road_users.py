@@ -239,6 +239,17 @@ class RoadUsersConfig:
     """Gap (m) a static group keeps from every agent placed before it (ours)."""
     static_tries: int = 20
     """Placement attempts per static instance, in [1, 1000] (ours)."""
+    route_blocks: float = 0.0
+    """Share in [0, 1] of the controlled vehicles that find a stopped vehicle standing in their lane on
+    their lane-graph route to their goal, ``route_block_distance`` ahead (ours: the long-tail training
+    worlds, where the generators above rarely put anything in a car's way; TerraZero section 6.2
+    trains among such a population). 0 draws nothing."""
+    route_block_distance: tuple[float, float] = (15.0, 40.0)
+    """(min, max) distance (m) along the route from the vehicle to the stopped vehicle, whose goal must
+    lie at least 10 m past it (ours)."""
+    route_block_offset: float = 1.0
+    """Largest sideways shift (m) of the stopped vehicle from the lane centre towards the curb, drawn
+    uniformly from [0, this]: a nudge past it or a full pass (ours)."""
     # -- pedestrians -------------------------------------------------------------------------------
     pedestrians: PedestrianConfig = field(default_factory=PedestrianConfig)
     """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
@@ -250,6 +261,10 @@ class RoadUsersConfig:
                 _set(self, name, check_pair(f"RoadUsersConfig.{name}", v, 0.0, 1.0))
             else:
                 check_float(f"RoadUsersConfig.{name}", v, 0.0, 1.0)
+        check_float("RoadUsersConfig.route_blocks", self.route_blocks, 0.0, 1.0)
+        _set(self, "route_block_distance", check_pair("RoadUsersConfig.route_block_distance",
+                                                      self.route_block_distance, 0.0, 500.0))
+        check_float("RoadUsersConfig.route_block_offset", self.route_block_offset, 0.0, 3.0, unit=" of metres")
         check_bool("RoadUsersConfig.lane_change", self.lane_change)
         check_float("RoadUsersConfig.lane_change_distance", self.lane_change_distance, 0.0, 200.0, lo_open=True,
                     unit=" of metres")

@@ -1,0 +1,87 @@
+"""Stopped vehicles on the controlled cars' routes (``RoadUsersConfig.route_blocks``) and the long-tail
+training preset built on them: what they place, where, and the share of cars that meet them."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from terrazero_env import load_config
+from terrazero_env.config import RoadUsersConfig, StaticKind
+from terrazero_env.engine import ROLES, Engine
+
+STATIC = list(ROLES).index("STATIC")
+CONTROLLED = list(ROLES).index("CONTROLLED")
+
+
+def _census():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "longtail_census.py"
+    spec = importlib.util.spec_from_file_location("longtail_census", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _world_blocks(cfg, seeds):
+    e = Engine(cfg.with_overrides(num_worlds=len(seeds)))
+    e.reset(np.arange(len(seeds)), seeds)
+    return e, np.asarray(e.agents)
+
+
+def test_route_blocks_stand_in_front_of_controlled_cars_within_the_drawn_distance():
+    cfg = load_config("quick").with_overrides(init={"goal_distance": (40.0, 80.0), "num_agents": (4, 4)},
+                                              road_users={"route_blocks": 1.0, "parked": (0, 0)})
+    e, ag = _world_blocks(cfg, list(range(32)))
+    blocks = placed = 0
+    for w in range(32):
+        rows = ag[w, :e.num_agents(w)]
+        ctrl = rows[(rows["role"] == CONTROLLED) & (rows["alive"] == 1)]
+        stopped = rows[(rows["role"] == STATIC) & (rows["kind"] == int(StaticKind.NONE)) & (rows["alive"] == 1)]
+        placed += len(ctrl)
+        for b in stopped:
+            blocks += 1
+            # ahead of some controlled car, 15-40 m along its route (at most that far in a straight line)
+            near = []
+            for a in ctrl:
+                dx, dy = b["x"] - a["x"], b["y"] - a["y"]
+                fwd = dx * math.cos(a["heading"]) + dy * math.sin(a["heading"])
+                if fwd > 0 and math.hypot(dx, dy) <= 40.0 + 1e-6:
+                    near.append(math.hypot(dx, dy))
+            assert near, f"world {w}: a stopped car in front of no controlled car"
+            assert b["cls"] == 0 and b["speed"] == 0.0
+    # most cars get one: goals far enough, not in a junction, room on the road
+    assert blocks >= 0.4 * placed
+
+
+def test_route_blocks_off_place_none_and_bad_values_are_refused():
+    cfg = load_config("quick").with_overrides(num_worlds=8, road_users={"parked": (0, 0)})
+    e = Engine(cfg)
+    e.reset()
+    ag = np.asarray(e.agents)
+    assert not ((ag["role"] == STATIC) & (ag["kind"] == int(StaticKind.NONE)) & (ag["alive"] == 1)).any()
+    with pytest.raises(ValueError, match="route_blocks"):
+        RoadUsersConfig(route_blocks=1.5)
+    with pytest.raises(ValueError, match="route_block_distance"):
+        RoadUsersConfig(route_block_distance=(40.0, 15.0))
+
+
+def test_longtail_preset_holds_out_the_transfer_maps_and_keeps_wrong_way_a_penalty():
+    cfg = load_config("longtail")
+    assert not {"grid_town_lht", "carla_town10hd", "usa_lanker"} & set(cfg.maps)
+    assert len(cfg.maps) >= 4 and cfg.episode_length == 256
+    assert int(cfg.consequences["wrong_way"]) == 0
+    assert cfg.obs == load_config("quick").obs  # the quick policy's layout
+
+
+def test_census_a_third_of_longtail_cars_meet_an_obstacle_or_a_jaywalker_and_no_quick_car_does():
+    census = _census().census
+    longtail = census("longtail", worlds=32, seed=0)
+    quick = census("quick", worlds=32, seed=0)
+    assert longtail["cars"] == 128 and quick["cars"] == 128
+    assert 0.2 <= longtail["shares"]["any long-tail feature"] <= 0.6
+    assert longtail["shares"]["blocking obstacle"] >= 0.15
+    assert quick["shares"]["blocking obstacle"] <= 0.02
