@@ -1,6 +1,10 @@
-"""``terrazero eval RUN --suite longtail``: a trained policy on the scenario families of a suite.
+"""``terrazero eval RUN --suite NAME``: a trained policy on the scenario families of a suite.
 
+    terrazero eval runs/quick --suite interplan --json interplan.json
     terrazero eval runs/quick --suite longtail --scenes 20 --json longtail.json
+
+``interplan`` composes InterPlan's scenes and scores them its way
+(:mod:`terrazero_env.evaluation.interplan`); the rest of this docstring is about ``longtail``.
 
 For each family of the suite (:mod:`terrazero_env.evaluation.suites`: the declarative specs, the seed scan that
 finds scenes where the ego meets the family's feature, and the table), this module rolls the policy
@@ -50,7 +54,10 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
     ``on_family`` is called with each row as soon as it is ready; ``progress_reference``: ``"idm"`` or
     ``"limit"``, named in the result. ``replay``: a folder receiving each scene's browser replay
     (``FAMILY/scene_NNNN.tzr`` and ``.html``) and an ``index.html``, a row per family, each scene with
-    its score. Deterministic in ``seed``."""
+    its score. Deterministic in ``seed``. With ``suite="interplan"`` the result is
+    :func:`terrazero_env.evaluation.interplan.evaluate_interplan`'s (per-scene terms under
+    ``per_scene``; ``progress_reference`` does not apply: InterPlan measures progress along the
+    expert route)."""
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
     if suite == "interplan":
