@@ -11,9 +11,12 @@ A car *meets* a feature when, at some step of that episode, the driver's nearest
 - ``blocking obstacle``: an agent at rest (``ROLE_STATIC``: a stopped, parked or crashed vehicle, a
   cone, a worker) within 30 m of travel (the driver's ``pass_distance``), which it would have to pass;
 - ``jaywalker``: a pedestrian crossing mid-block (``ROLE_JAYWALKER``);
-- ``vehicle``: a moving or stopped IDM vehicle (traffic it follows or waits for),
+- ``vehicle``: a moving or stopped IDM vehicle (traffic it follows or waits for);
 
-and ``any long-tail feature`` is the first two together. The rows are shares of the controlled cars
+and a car's goal lies *in another lane* when, at reset, the lane nearest its goal is not its own lane
+or one of its successors six lanes deep, but is a same-direction neighbour's (``goal in another
+lane``, ``InitConfig.goal_lane_change``). ``any long-tail feature`` is a blocking obstacle, a
+jaywalker or a goal in another lane. The rows are shares of the controlled cars
 of all worlds; a census counts, it times nothing (the seconds column says how long it took).
 """
 
@@ -31,7 +34,36 @@ from terrazero_env.drivers import make_driver
 from terrazero_env.engine import ROLES, Engine
 
 ROLE = {name.lower(): code for code, name in enumerate(ROLES)}
-FEATURES = ("blocking obstacle", "jaywalker", "any long-tail feature", "vehicle")
+FEATURES = ("blocking obstacle", "jaywalker", "goal in another lane", "any long-tail feature", "vehicle")
+
+
+def _reaches(succ: list[list[int]], lane: int, goal: int, depth: int = 6) -> bool:
+    """Whether ``goal`` is ``lane`` or one of its successors ``depth`` lanes deep."""
+    if lane == goal:
+        return True
+    return depth > 0 and any(_reaches(succ, j, goal, depth - 1) for j in succ[lane])
+
+
+def _goal_lanes(e: Engine, cfg: Any, K: int, valid: np.ndarray) -> np.ndarray:
+    """Per slot: the goal lies on a same-direction neighbour's lane chain and not on the car's own."""
+    from terrazero_env.evaluation.interplan_scenes import LaneNet
+
+    out = np.zeros(valid.shape[0], bool)
+    nets: dict[int, Any] = {}
+    for r in np.flatnonzero(valid):
+        w, k = divmod(int(r), K)
+        mi = int(e.world_map[w])
+        rm = e.road_maps[mi]
+        net = nets.setdefault(mi, LaneNet(rm.map_data))
+        st = e.agent_states(w)
+        i = int(np.asarray(e.slot_agent)[r])
+        lane = int(st["lane"][i])
+        q = rm.lanes.query(np.array([[st["goal_x"][i], st["goal_y"][i]]]))
+        gl = int(q["row"][0])
+        if lane < 0 or gl < 0 or _reaches(net.succ, lane, gl):
+            continue
+        out[r] = any(nb >= 0 and _reaches(net.succ, int(nb), gl) for nb in (net.left[lane], net.right[lane]))
+    return out
 
 
 def census(preset: str, worlds: int = 32, seed: int = 0, steps: int | None = None) -> dict[str, Any]:
@@ -45,6 +77,7 @@ def census(preset: str, worlds: int = 32, seed: int = 0, steps: int | None = Non
     valid0 = np.asarray(e.valid).astype(bool).copy()
     live = valid0.copy()
     met = {f: np.zeros(worlds * K, bool) for f in FEATURES}
+    met["goal in another lane"] = _goal_lanes(e, cfg, K, valid0)
     horizon = cfg.episode_length if steps is None else int(steps)
     for _ in range(horizon):
         if not live.any():
@@ -66,7 +99,7 @@ def census(preset: str, worlds: int = 32, seed: int = 0, steps: int | None = Non
                     met["vehicle"][r] = True
         e.step(driver.act(e))
         live &= ~(np.asarray(e.terminated) | np.asarray(e.truncated) | ~np.asarray(e.valid).astype(bool))
-    met["any long-tail feature"] = met["blocking obstacle"] | met["jaywalker"]
+    met["any long-tail feature"] = met["blocking obstacle"] | met["jaywalker"] | met["goal in another lane"]
     n = int(valid0.sum())
     return {"preset": preset, "worlds": int(worlds), "seed": int(seed), "cars": n,
             "shares": {f: float(met[f][valid0].mean()) if n else 0.0 for f in FEATURES}}

@@ -367,6 +367,8 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
             if role == ROLE_CONTROLLED:
                 if not _assign_goal(e, w, a):
                     continue
+                if e.goal_lane_change > 0 and c <= CLS_BUS and rng_uniform(rng) < e.goal_lane_change:
+                    _goal_to_neighbour(e, w, a)
                 a.speed = rng_range(rng, e.v0_lo, e.v0_hi)
                 _settle_steering(e, a, _lane_curvature_at(m, a.lane, a.lane_s))
                 a.slot = slots
@@ -388,6 +390,29 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
     if e.route_blocks > 0:
         n = _route_blocks(e, w, n)
     e.n_agents[w] = <int>n
+
+cdef void _goal_to_neighbour(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
+    """Move the agent's goal one lane width sideways onto a same-direction neighbour of the lane it
+    lies on (``InitConfig.goal_lane_change``), the side drawn where there are two; unchanged where
+    the goal's lane is in a junction or has no neighbour."""
+    cdef const MapC* m = e.wmap[w]
+    cdef double gs = 0.0, x, y, z, h, side
+    cdef int gl = nearest_lane(m, a.goal_x, a.goal_y, a.goal_z, e.lane_max_dist, e.z_gate, &gs)
+    cdef int left, right
+    if gl < 0 or m.lane_inter[gl] >= 0:
+        return
+    left = m.lane_left[gl]
+    right = m.lane_right[gl]
+    if left < 0 and right < 0:
+        return
+    if left >= 0 and right >= 0:
+        side = 1.0 if rng_uniform(&e.rngs[w]) < 0.5 else -1.0
+    else:
+        side = 1.0 if left >= 0 else -1.0
+    lane_point(m, gl, gs, &x, &y, &z, &h)
+    a.goal_x = x - side * m.lane_width[gl] * sin(h)
+    a.goal_y = y + side * m.lane_width[gl] * cos(h)
+    a.goal_z = z
 
 cdef Py_ssize_t _route_blocks(Engine e, Py_ssize_t w, Py_ssize_t n) noexcept nogil:
     """Stopped vehicles in the controlled vehicles' way (``RoadUsersConfig.route_blocks``): for each

@@ -199,7 +199,7 @@ _OBS_SETTINGS = (
 )
 _INIT_SETTINGS = ("class_weights", "controlled", "goal_dropout", "spawn_clearance", "num_agents", "placement_tries",
                   "randomize_kinematics", "p_random", "initial_speed", "goal_distance", "goal_min_forward",
-                  "kinematic_range")
+                  "kinematic_range", "goal_lane_change")
 _IDM_SETTINGS = ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap", "delta", "lookahead",
                  "reroll_prob", "max_decel", "curve_lat_accel", "side_margin")
 _SIGNAL_SETTINGS = ("replay_logged", "christmas_green", "christmas_yellow", "christmas_red", "left_green",

@@ -123,6 +123,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (InitConfig, "initial_speed", (-1.0, 1.0), "InitConfig.initial_speed"),
     (InitConfig, "goal_distance", (20.0, INF), "InitConfig.goal_distance"),
     (InitConfig, "goal_min_forward", NAN, "InitConfig.goal_min_forward"),
+    (InitConfig, "goal_lane_change", 1.5, "InitConfig.goal_lane_change"),
     (InitConfig, "goal_dropout", (0.3, 0.3, 0.3, 0.0, 1.5), "InitConfig.goal_dropout[4]"),
     (InitConfig, "goal_dropout", (0.3, 0.3, 0.3, 0.0, NAN), "InitConfig.goal_dropout[4]"),
     (InitConfig, "goal_behavior", 2, "InitConfig.goal_behavior"),

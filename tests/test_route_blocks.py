@@ -84,4 +84,24 @@ def test_census_a_third_of_longtail_cars_meet_an_obstacle_or_a_jaywalker_and_no_
     assert longtail["cars"] == 128 and quick["cars"] == 128
     assert 0.2 <= longtail["shares"]["any long-tail feature"] <= 0.6
     assert longtail["shares"]["blocking obstacle"] >= 0.15
-    assert quick["shares"]["blocking obstacle"] <= 0.02
+    assert longtail["shares"]["goal in another lane"] >= 0.02
+    assert quick["shares"]["blocking obstacle"] <= 0.02 and quick["shares"]["goal in another lane"] == 0.0
+
+
+def test_goal_lane_change_puts_goals_one_lane_over_and_off_moves_none():
+    base = load_config("quick").with_overrides(num_worlds=32, init={"goal_distance": (30.0, 60.0)})
+    census = _census()
+    for p, lo, hi in ((1.0, 0.15, 1.0), (0.0, 0.0, 0.0)):
+        cfg = base.with_overrides(init={"goal_lane_change": p})
+        e = Engine(cfg)
+        e.reset(np.arange(32), list(range(32)))
+        valid = np.asarray(e.valid).astype(bool)
+        share = census._goal_lanes(e, cfg, cfg.slots_per_world, valid)[valid].mean()
+        assert lo <= share <= hi, (p, share)
+        if p > 0:  # each moved goal stands on a lane centre (one lane width from where it was)
+            from terrazero_env.engine import road_map
+
+            goals = np.stack([np.asarray(e.agents)["goal_x"], np.asarray(e.agents)["goal_y"]], -1)[
+                (np.asarray(e.agents)["role"] == CONTROLLED) & (np.asarray(e.agents)["alive"] == 1)]
+            q = road_map("grid_town").lanes.query(goals)
+            assert (q["distance"] < 0.05).mean() > 0.95

@@ -114,6 +114,11 @@ class InitConfig:
     goal_min_forward: float = 5.0
     """A goal must lie at least this far ahead of the agent along its heading (m) (appendix D.5's
     alignment filter; the value is ours)."""
+    goal_lane_change: float = 0.0
+    """Share in [0, 1] of the controlled vehicles whose first goal is moved one lane width sideways onto
+    a same-direction neighbour of the lane it lies on (outside junctions), so reaching it takes a lane
+    change (ours: the long-tail training worlds, as InterPlan's lane-change families route the ego into
+    another lane). 0 draws nothing."""
     goal_dropout: tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
     """Per-class probability in [0, 1] that a controlled agent's goal is hidden (table 15: 0.3)."""
     goal_behavior: GoalBehavior = GoalBehavior.NEW_GOAL
@@ -163,6 +168,7 @@ class InitConfig:
             _set(self, name, check_pair(f"InitConfig.{name}", getattr(self, name), 0.0))
         for name in ("goal_min_forward", "spawn_clearance"):
             check_float(f"InitConfig.{name}", getattr(self, name), 0.0, unit=" of metres")
+        check_float("InitConfig.goal_lane_change", self.goal_lane_change, 0.0, 1.0)
         check_int("InitConfig.placement_tries", self.placement_tries, 1, MAX_PLACEMENT_TRIES,
                   " (a reset cannot be interrupted while it tries)")
         check_bool("InitConfig.randomize_kinematics", self.randomize_kinematics)
