@@ -420,7 +420,6 @@ def _density_builder(name: str, gap_hi: int) -> Callable[[LaneNet, np.random.Gen
             return None
         end_lane, _, end_s = stretch[-1]
         # the goal: the adjacent lane abreast of the route's end
-        gx, gy, _ = net.pose(end_lane, end_s)
         w = float(net.width[lane])
         sign = 1.0 if side == "left" else -1.0
         gx, gy = _offset(net.pose(end_lane, end_s), 0.0, sign * w)
