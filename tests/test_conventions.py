@@ -246,7 +246,7 @@ def test_closed_envs_say_they_are_closed():
     penv = terrazero_env.parallel_env("quick")
     penv.reset(seed=0)
     penv.close()
-    for call in (lambda: penv.step({}), lambda: penv.reset(seed=0), lambda: penv.state):
+    for call in (lambda: penv.step({}), lambda: penv.reset(seed=0), lambda: penv.state(), lambda: penv.world_state()):
         with pytest.raises(EnvClosedError, match="ParallelDriveEnv is closed"):
             call()
     assert isinstance(EnvClosedError("x"), RuntimeError)
