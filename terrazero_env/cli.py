@@ -412,14 +412,11 @@ def _yaml_value(text: str, key: str = "value"):
 
 
 def _set_overrides(pairs: Sequence[str]) -> dict[str, object]:
-    """``--set KEY=VALUE`` options as config overrides (values read as YAML)."""
-    out: dict[str, object] = {}
-    for kv in pairs:
-        key, sep, value = kv.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
-        out[key.strip()] = _yaml_value(value, key.strip())
-    return out
+    """``--set KEY=VALUE`` options as config overrides (values read as YAML): the one ``--set`` parser,
+    :func:`terrazero_env.config.io.parse_set_options`, which ``train`` uses too."""
+    from .config.io import parse_set_options
+
+    return parse_set_options(pairs)
 
 
 class _Parser(argparse.ArgumentParser):

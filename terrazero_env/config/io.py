@@ -17,7 +17,9 @@ entry, and a class given is replaced whole.
 
 Overrides use dotted names: ``obs.dtype="float16"``, ``init.num_agents=[4, 8]``,
 ``rewards.collision=[0, 3]`` (every column that is not null), ``rewards.collision.cyclist=null``,
-``classes.car.max_speed=25``.
+``classes.car.max_speed=25``. The command line's ``--set KEY=VALUE`` options become such overrides
+through :func:`parse_set_options`, the one parser of them (every command and the training entries),
+and :func:`override_name` is the one check of an override's name.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from . import (
 )
 
 __all__ = ["TRAIN_SECTION", "apply_overrides", "config_from_dict", "config_to_dict", "dump_config", "load_config",
-           "load_train_section", "presets"]
+           "load_train_section", "override_name", "parse_set_options", "presets"]
 
 _CLASS_NAMES = [a.name.lower() for a in AgentType]
 _COLUMNS = ("vehicle", "pedestrian", "cyclist")
@@ -238,6 +240,35 @@ def apply_overrides(cfg: EngineConfig, overrides: Mapping[str, Any]) -> EngineCo
                 raise ValueError(f"override {dotted!r} conflicts with another override")
         node[parts[-1]] = value
     return config_from_dict(d, cfg)
+
+
+def override_name(key: Any, given: str | None = None) -> str:
+    """An override's dotted name, stripped of surrounding blanks; a name that is empty or has an
+    empty part (``""``, ``"train."``, ``"rewards..collision"``; ``__`` reads as ``.``) is refused with
+    one error, for a ``--set`` option (``given``: the option's text) and a Python mapping alike."""
+    if not isinstance(key, str):
+        raise TypeError(f"override names are dotted strings such as rewards.collision, got {key!r}")
+    name = key.strip()
+    if not all(name.replace("__", ".").split(".")):
+        shown = f"--set {given!r}" if given is not None else f"override {key!r}"
+        raise ValueError(f"{shown} has an empty setting name (KEY=VALUE needs a dotted KEY such as rewards.collision "
+                         "or train.ent_coef)")
+    return name
+
+
+def parse_set_options(pairs: typing.Iterable[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` options as overrides ``{KEY: VALUE}``, each value read as YAML (safely); a
+    later option for the same key wins. The one parser of ``--set``: ``terrazero train`` and
+    ``python -m terrazero_env.agents.launch`` (through ``agents.train.train_from_args``) and the CLI's
+    other commands call it."""
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
+        name = override_name(key, kv)
+        out[name] = safe_yaml.load(value, f"--set {name}")
+    return out
 
 
 def presets() -> list[str]:
