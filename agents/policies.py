@@ -28,6 +28,7 @@ from terrazero_env._packing import pack_present, segment_max
 from torch import nn
 
 from terrazero_env import engine as core
+from terrazero_env.envs.vector import policy_layout
 
 __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "PackedObs", "TypedActionHeads", "count_parameters",
            "encode_present", "layout_from_env", "max_pool_rows", "pack_entities"]
@@ -64,20 +65,7 @@ def layout_from_env(env: Any) -> dict[str, Any]:
     """``DeepSetsPolicy`` keyword arguments read from a TerraZero env (single, vector, wrapped or
     adapted for SB3): ``layout`` (group name -> ``[start, count, width]``), ``type_column`` (index of
     the ego ``agent_type`` feature) and ``agent_types`` (the type codes the env controls)."""
-    base = _base_env(env)
-    obs_layout = base.obs_layout
-    layout = {name: [int(g.start), int(g.count), int(g.width)] for name, g in obs_layout.groups.items()}
-    ego = obs_layout.groups["ego"]
-    offsets = {f[0]: f[1] for f in ego.features}
-    if "agent_type" not in offsets:
-        raise ValueError("DeepSetsPolicy needs the ego feature 'agent_type' in the observation")
-    types = [1]
-    config = getattr(base, "config", None)
-    if config is not None:
-        init = config.init
-        types = sorted({TYPE_CODES[c] for c, (w, ctl) in enumerate(zip(init.class_weights, init.controlled))
-                        if w > 0 and ctl})
-    return {"layout": layout, "type_column": int(ego.start) + int(offsets["agent_type"]), "agent_types": types}
+    return policy_layout(_base_env(env))
 
 
 def pack_entities(obs: torch.Tensor, start: int, count: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from terrazero_env import engine as core
 from terrazero_env.envs.vector import TerraZeroVectorEnv
+from terrazero_env.evaluation.rollout import PolicyActor, drive
 
 from .evaluate import check_compatible, load_checkpoint, resolve_run
 
@@ -56,10 +57,9 @@ def policy_rollouts(run: str | Path, preset: str | None = None, device: str = "c
         ag = e.agents
         out = np.zeros((R, A, steps + 1, 3))
         out[:, :, 0] = start[None, :, :3]
-        for t in range(steps):
-            actions = model.predict(e.observations, deterministic=deterministic)[0]
-            e.step(np.asarray(actions, np.int32).reshape(-1))
-            out[:, :, t + 1] = np.stack([ag["x"][:, :A], ag["y"][:, :A], ag["heading"][:, :A]], -1)
+        live = np.ones(R * K, bool)
+        for step in drive(PolicyActor(model, deterministic), e, live, limit=steps, until_done=False):
+            out[:, :, step.t] = np.stack([ag["x"][:, :A], ag["y"][:, :A], ag["heading"][:, :A]], -1)
         venv.close()
         return out
 

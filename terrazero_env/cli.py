@@ -195,9 +195,8 @@ def _eval_subjects(args: argparse.Namespace):
     config, else the quick preset (drivers alone)."""
     from pathlib import Path
 
-    from terrazero_env.agents.evaluate import resolve_run
-
     from .config.io import load_config
+    from .evaluation.evaluate import resolve_run
 
     if (args.checkpoint is None) == (args.driver is None):
         raise ValueError("name what to evaluate: a run (checkpoint .zip, run directory or checkpoint folder) "
@@ -224,22 +223,24 @@ def _eval_subjects(args: argparse.Namespace):
 
 
 def _eval_model(subject, args: argparse.Namespace):
-    """The policy (loaded from its zip) or the baseline driver of an eval subject."""
-    from terrazero_env.agents.evaluate import load_checkpoint
-
+    """The policy (loaded from its zip) or the baseline driver of an eval subject. Only a policy
+    imports torch (and takes ``--torch-threads``): a driver runs without it."""
     from .drivers import make_driver
 
     _, zip_path, driver = subject
     if driver is not None:
         return make_driver(driver)
+    import torch
+
+    from terrazero_env.agents.evaluate import load_checkpoint
+
+    if args.torch_threads is not None:
+        torch.set_num_threads(args.torch_threads)
     return load_checkpoint(zip_path, device=args.device, trust_pickle=args.trust_pickle)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    import torch  # imports torch, like train
-
-    from terrazero_env.agents.evaluate import compare_policies, evaluate, format_table
-
+    from .evaluation.evaluate import compare_policies, evaluate, format_table
     from .evaluation.metrics import format_closed_loop, format_comparison
 
     if args.chart is not None and args.vs is None:
@@ -253,8 +254,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--suite fixes its own maps and scenes; it does not combine with {', '.join(clash)}")
     if args.episodes is None:
         args.episodes = 100
-    if args.torch_threads is not None:
-        torch.set_num_threads(args.torch_threads)
     subject_a, subject_b, cfg, source = _eval_subjects(args)
     if args.suite is not None:
         return _eval_suite(args, subject_a, cfg, source)
@@ -325,9 +324,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: str) -> int:
     """``terrazero eval RUN --suite NAME`` (or ``--driver NAME --suite NAME``): one row per family as
     it finishes, then the mean."""
-    from terrazero_env.agents.suite_eval import evaluate_suite
-
     from .evaluation.interplan import format_interplan
+    from .evaluation.suite_eval import evaluate_suite
     from .evaluation.suites import format_suite, get_suite
 
     model = _eval_model(subject, args)
@@ -562,7 +560,19 @@ def make_parser() -> argparse.ArgumentParser:
     vw.add_argument("--html", default=None, metavar="OUT",
                     help="instead of serving, write one self-contained page of the replay to OUT")
     vw.set_defaults(func=_cmd_view)
+    rl = sub.add_parser("realism", help="how real simulated traffic looks beside logged traffic (WOSAC-style "
+                                         "likelihoods; IDM, planner and --policy rollouts)")
+    from .evaluation.realism import add_arguments as _realism_arguments
+
+    _realism_arguments(rl)
+    rl.set_defaults(func=_cmd_realism)
     return p
+
+
+def _cmd_realism(args: argparse.Namespace) -> int:
+    from .evaluation.realism import run
+
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -234,7 +234,7 @@ def test_reference_driver_passes_what_the_idm_ego_stands_behind(name):
     scores = {}
     for driver in ("idm", "reference"):
         d = make_driver(driver)
-        res = ip.run_scenes(d.act, d.begin, QUICK, scenes)
+        res = ip.run_scenes(d, QUICK, scenes)
         scores[driver] = [ip.interplan_score(s, fam, r, QUICK.dt) for s, r in zip(scenes, res)]
     assert all(t["ego_sorts"] == 0.0 for t in scores["idm"])
     assert all(t["no_at_fault_collision"] == 1.0 for t in scores["idm"])
@@ -247,11 +247,11 @@ def test_reference_driver_changes_to_the_goal_lane():
     fam = ip.get_family("lane_change_low")
     scenes = ip.build_scenes(fam, 4, seed=0)
     d = make_driver("reference")
-    res = ip.run_scenes(d.act, d.begin, QUICK, scenes)
+    res = ip.run_scenes(d, QUICK, scenes)
     terms = [ip.interplan_score(s, fam, r, QUICK.dt) for s, r in zip(scenes, res)]
     assert sum(t["lane_changes_to_goal"] == 1.0 for t in terms) >= 3
     off = make_driver("reference", passing=0.0)
-    res_off = ip.run_scenes(off.act, off.begin, QUICK, scenes)
+    res_off = ip.run_scenes(off, QUICK, scenes)
     assert all(ip.lane_changes_to_goal(s, r["pose"]) == 0.0 for s, r in zip(scenes, res_off))
 
 

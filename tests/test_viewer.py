@@ -301,3 +301,24 @@ def test_a_page_refuses_what_is_not_a_replay(tmp_path):
         viewer_html(tmp_path / "x.tzr")
     with pytest.raises(ValueError, match="at least one"):
         viewer_html([])
+
+
+def test_a_baseline_drivers_ego_is_named_by_its_driver(browser, tmp_path):
+    """A replay whose meta names a baseline driver (``terrazero eval --driver reference --replay``)
+    labels the ego by the driver in the legend and the agent panel; a policy's stays "policy"."""
+    rec, _ = _record(steps=5)
+    pages = {}
+    for driver in ("reference", "policy"):
+        tzr = rec.save(tmp_path / f"{driver}.tzr", driver=driver)
+        pages[driver] = write_viewer(tzr, tmp_path / f"{driver}.html")
+    state = _open(browser, pages["reference"])
+    legend = browser.execute_script("return document.getElementById('tz-legend').textContent")
+    assert "reference driver (ego)" in legend and "policy" not in legend
+    ego = next(a for a in state()["panes"][0]["agents"] if a["mover"] == 0)
+    browser.execute_script("window.tzViewer.select(arguments[0])", ego["i"])
+    info = browser.execute_script("return document.getElementById('tz-info').textContent")
+    assert "reference driver (ego)" in info
+    _open(browser, pages["policy"])
+    legend = browser.execute_script("return document.getElementById('tz-legend').textContent")
+    assert "policy" in legend and "driver (ego)" not in legend.replace("IDM driver (ego)", "").replace(
+        "planner driver (ego)", "")

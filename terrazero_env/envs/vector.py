@@ -39,12 +39,33 @@ from ..config import AgentType, EngineConfig
 from .conventions import check_seed, closed_engine, require_open
 from .engine_api import ClosableEngine, MapAssigningEngine, ScenarioEngine, SnapshotEngine, VectorEngine
 
-__all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "reset_until_live", "seeds_for", "world_state"]
+__all__ = ["TerraZeroVectorEnv", "action_space", "observation_space", "policy_layout", "reset_until_live", "seeds_for",
+           "world_state"]
 
 
 #: Every observed value is scaled to order one (appendix C) and clamped by the engine to this bound;
 #: 100 bounds even a goal 20 km away.
 OBS_BOUND: float = core.OBS_BOUND
+
+
+def policy_layout(env: Any) -> dict[str, Any]:
+    """What a Deep Sets policy needs to know of a native env's observations (one with ``obs_layout``
+    and, optionally, ``config``): ``layout`` (group name -> ``[start, count, width]``), ``type_column``
+    (index of the ego ``agent_type`` feature) and ``agent_types`` (the type codes the env controls).
+    Torch-free, so an evaluation can check a checkpoint against an env without the learner."""
+    obs_layout = env.obs_layout
+    layout = {name: [int(g.start), int(g.count), int(g.width)] for name, g in obs_layout.groups.items()}
+    ego = obs_layout.groups["ego"]
+    offsets = {f[0]: f[1] for f in ego.features}
+    if "agent_type" not in offsets:
+        raise ValueError("DeepSetsPolicy needs the ego feature 'agent_type' in the observation")
+    types = [1]
+    config = getattr(env, "config", None)
+    if config is not None:
+        init = config.init
+        types = sorted({core.TYPE_CODES[c] for c, (w, ctl) in enumerate(zip(init.class_weights, init.controlled))
+                        if w > 0 and ctl})
+    return {"layout": layout, "type_column": int(ego.start) + int(offsets["agent_type"]), "agent_types": types}
 
 
 def observation_space(engine: VectorEngine) -> gym.spaces.Box:

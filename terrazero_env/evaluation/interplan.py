@@ -93,14 +93,17 @@ def scene_config(base: EngineConfig, map_name: str, worlds: int) -> EngineConfig
                                road_users=RoadUsersConfig(idm_fraction=0.0, parked=(0, 0)))
 
 
-def run_scenes(act: Callable[[Any], np.ndarray], begin: Callable[[Any, np.ndarray, np.ndarray], None] | None,
-               base: EngineConfig, scenes: Sequence[ScriptedScene], batch: int = 16,
+def run_scenes(actor: Any, base: EngineConfig, scenes: Sequence[ScriptedScene], batch: int = 16,
                replays: dict[int, Any] | None = None) -> list[dict[str, Any]]:
-    """Drive every scene's ego with ``act(engine) -> int32 [W]`` (``begin(engine, worlds, slots)``
-    after the scenes are set, for a rule-based ego) and return per scene: the engine's episode metric
+    """Drive every scene's ego with ``actor`` (anything :func:`~terrazero_env.evaluation.rollout.as_actor`
+    takes; its ``begin`` is called after the scenes are set) through the one step loop
+    (:func:`~terrazero_env.evaluation.rollout.drive`) and return per scene: the engine's episode metric
     row at its end, the ego's final pose, steps, and whether it reached its goal. ``replays``, when
     given, receives a :class:`~terrazero_env.replay.Replay` per scene index."""
     from ..engine import COUNTER_NAMES, EPISODE_METRIC_NAMES, Engine
+    from .rollout import as_actor, drive
+
+    actor = as_actor(actor, deterministic=True)
 
     out: list[dict[str, Any] | None] = [None] * len(scenes)
     by_map: dict[str, list[int]] = {}
@@ -115,8 +118,7 @@ def run_scenes(act: Callable[[Any], np.ndarray], begin: Callable[[Any, np.ndarra
             for w in range(W):
                 sc = scenes[chunk[w] if w < len(chunk) else chunk[0]]
                 e.set_scene(w, sc.agents, seed=zlib.crc32(f"{sc.family}/{chunk[min(w, len(chunk) - 1)]}".encode()))
-            if begin is not None:
-                begin(e, np.arange(len(chunk)), np.zeros(len(chunk), np.int64))
+            actor.begin(e, np.arange(len(chunk)), np.zeros(len(chunk), np.int64))
             recs = {}
             if replays is not None:
                 from ..replay import ReplayRecorder
@@ -133,22 +135,17 @@ def run_scenes(act: Callable[[Any], np.ndarray], begin: Callable[[Any, np.ndarra
             reached = np.zeros(W, bool)
             counts = np.zeros((W, len(COUNTER_NAMES)), np.int64)
             goal_col = list(COUNTER_NAMES).index("goal_reached")
-            for _ in range(cfg.episode_length + 2):
-                if not live.any():
-                    break
-                e.step(np.asarray(act(e), np.int32).reshape(W))
-                for w in np.flatnonzero(live):
+            for step in drive(actor, e, live, limit=cfg.episode_length + 2):
+                for w in np.flatnonzero(step.before):
                     if w in recs:
                         recs[w].capture()
-                ended = live & (np.asarray(e.terminated) | np.asarray(e.truncated) | ~np.asarray(e.valid))
-                steps[live] += 1
-                for w in np.flatnonzero(ended):
+                steps[step.before] += 1
+                for w in np.flatnonzero(step.ended):
                     a = e.agents[w, ego_row[w]]
                     pose[w] = (a["x"], a["y"], a["heading"])
                     final[w] = e.episode_metrics[w]
                     reached[w] = e.counters[w, goal_col] > 0
                     counts[w] = e.counters[w]
-                live &= ~ended
             for w, i in enumerate(chunk):
                 out[i] = {"engine_metrics": final[w].copy(), "pose": pose[w].copy(), "steps": int(steps[w]),
                           "goal_reached": bool(reached[w]),
@@ -242,26 +239,27 @@ INTERPLAN_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def evaluate_interplan(act: Callable[[Any], np.ndarray], begin: Callable[[Any, np.ndarray, np.ndarray], None] | None,
-                       config: EngineConfig, scenes: int = 10, seed: int = 0, *,
+def evaluate_interplan(actor: Any, config: EngineConfig, scenes: int = 10, seed: int = 0, *,
                        families: Sequence[str] | None = None,
                        on_family: Callable[[dict[str, Any]], None] | None = None,
                        replay: Any = None, label: str = "") -> dict[str, Any]:
     """Every family of :data:`INTERPLAN` (or those named) on ``scenes`` composed scenes each (10 is
-    InterPlan's ``interplan10`` split), driven by ``act``/``begin`` (:func:`run_scenes`) with
+    InterPlan's ``interplan10`` split), driven by ``actor`` (:func:`run_scenes`) with
     ``config``'s observation, reward and kinematic settings, scored by :func:`interplan_score`.
     Returns ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "per_scene": {family:
     [terms, ...]}}``; ``replay``: a folder receiving each scene's browser replay and an index."""
     from .metrics import mean_interval
+    from .rollout import as_actor
 
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
+    actor = as_actor(actor, deterministic=True)
     fams = INTERPLAN if families is None else tuple(get_family(f) for f in families)
     rows, per_scene, entries = [], {}, []
     for fam in fams:
         built = build_scenes(fam, int(scenes), seed)
         store: dict[int, Any] | None = {} if replay is not None else None
-        results = run_scenes(act, begin, config, built, replays=store)
+        results = run_scenes(actor, config, built, replays=store)
         terms = []
         for sc, res in zip(built, results):
             t = interplan_score(sc, fam, res, float(config.dt))
@@ -284,7 +282,7 @@ def evaluate_interplan(act: Callable[[Any], np.ndarray], begin: Callable[[Any, n
             eps = [{"replay": store[i], "name": f"{fam.name}/scene_{i:04d}", "focus": 0,
                     "title": f"{fam.name} scene {i} ({built[i].map})", "score": float(terms[i]["score"]),
                     "group": fam.name, "episode": i, "events": [k for k, v in results[i]["events"].items() if v],
-                    "length": int(results[i]["steps"]), "config": label}
+                    "length": int(results[i]["steps"]), "config": label, "driver": actor.name}
                    for i in range(len(built))]
             entries += write_episode_replays(replay, eps, title=f"InterPlan suite ({label})", index=False)
         if on_family is not None:

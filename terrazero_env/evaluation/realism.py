@@ -268,55 +268,68 @@ MAX_WINDOW_STEPS = 10_000
 """Most history or future steps (0.1 s each) asked for."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m terrazero_env.evaluation.realism [--map usa_us101] [--rollouts 32] [--policy RUN] [--json OUT]``:
-    the table. A bad argument or input ends it with one line naming it and exit status 2."""
-    import argparse
-    import sys
-    from pathlib import Path
-
+def add_arguments(p: Any) -> None:
+    """The realism table's options on an ``argparse`` parser (``terrazero realism`` and this module's entry)."""
     from ..config.train_options import SEED, int_in
-    from ..foundation.safe_files import atomic_write
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str):  # type: ignore[override]
-            self.exit(2, f"{self.prog}: error: {message}\n")
-
-    p = _Parser(prog="python -m terrazero_env.evaluation.realism", description=__doc__.splitlines()[0])
     p.add_argument("--map", default="usa_us101", help="a bundled map or .tzb with logged tracks")
-    p.add_argument("--rollouts", type=int_in(1, MAX_ROLLOUTS), default=32)
+    p.add_argument("--rollouts", type=int_in(1, MAX_ROLLOUTS), default=32,
+                   help=f"rollouts per scene, each a world of the engine (WOSAC: 32; at most {MAX_ROLLOUTS})")
     p.add_argument("--history-steps", type=int_in(2, MAX_WINDOW_STEPS), default=11,
                    help="logged steps before the start (WOSAC: 11)")
     p.add_argument("--future-steps", type=int_in(2, MAX_WINDOW_STEPS), default=80,
                    help="steps driven (WOSAC: 80; clipped to the log)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--json", default=None, metavar="OUT")
+    p.add_argument("--json", default=None, metavar="OUT", help="also write the table as JSON")
     p.add_argument("--policy", action="append", default=[], metavar="RUN",
                    help="also score a trained policy (a run folder or checkpoint zip; repeatable); it drives the "
                         "logged agents of the classes its config controls (needs the train extra: torch)")
     p.add_argument("--preset", default=None, help="with --policy: the config to run it under (default: the run's)")
     p.add_argument("--deterministic", action="store_true", help="with --policy: take the most likely action")
+
+
+def run(a: Any) -> int:
+    """Print the table for parsed :func:`add_arguments` options (and write ``--json``). Bad input
+    raises ``OSError``/``ValueError``/``TypeError``/``KeyError``/``OverflowError`` naming it."""
+    from pathlib import Path
+
+    from ..foundation.safe_files import atomic_write
+
+    scene_policies = {}
+    if a.policy:
+        # Loading a checkpoint needs torch; the env layer reaches the training code only here.
+        from ..agents.realism_rollouts import policy_rollouts
+
+        for path in a.policy:
+            name, fn = policy_rollouts(path, preset=a.preset, deterministic=a.deterministic)
+            scene_policies[name] = fn
+    result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed, scene_policies=scene_policies)
+    print(format_realism(result))
+    if a.json:
+        atomic_write(Path(a.json), json.dumps(result, indent=1), "realism table")
+        print(f"wrote {a.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m terrazero_env.evaluation.realism") -> int:
+    """This module's entry, the same as ``terrazero realism`` (its ``--help`` says so): the table. A
+    bad argument or input ends it with one line naming it and exit status 2."""
+    import argparse
+    import sys
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # type: ignore[override]
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    p = _Parser(prog=prog, description=__doc__.splitlines()[0] + " (the command is `terrazero realism`)")
+    add_arguments(p)
     a = p.parse_args(argv)
     try:
-        scene_policies = {}
-        if a.policy:
-            # Loading a checkpoint needs torch; the env layer reaches the training code only here.
-            from ..agents.realism_rollouts import policy_rollouts
-
-            for run in a.policy:
-                name, fn = policy_rollouts(run, preset=a.preset, deterministic=a.deterministic)
-                scene_policies[name] = fn
-        result = realism_table(a.map, a.rollouts, a.history_steps, a.future_steps, a.seed,
-                               scene_policies=scene_policies)
-        print(format_realism(result))
-        if a.json:
-            atomic_write(Path(a.json), json.dumps(result, indent=1), "realism table")
-            print(f"wrote {a.json}")
+        return run(a)
     except (OSError, ValueError, TypeError, KeyError, OverflowError) as e:
         text = " ".join(str(e).split()) or type(e).__name__
         print(f"{p.prog}: error: {text}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -131,6 +131,23 @@
   }
 
   function at(arr, t, i) { return arr.data[t * arr.row + i]; }
+  // Text from a file goes into the page as text, never as markup.
+  function escapeText(v) {
+    return String(v).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  }
+  // What moves an agent, in words: a baseline driver's ego by the driver's name (the replay's
+  // meta.driver: "reference", "idm", "planner"; a policy's ego stays "policy").
+  const EGO_DRIVERS = { reference: "reference driver", idm: "IDM driver", planner: "planner driver" };
+  function moverLabel(rep, m) {
+    const names = rep.header.names.movers, base = names[m] === undefined ? String(m) : String(names[m]);
+    const driver = (rep.header.meta || {}).driver;
+    if (m <= 2 && typeof driver === "string" && driver !== "policy") {
+      return (EGO_DRIVERS[driver] || driver + " driver") + " (ego)";
+    }
+    if (base === "idm_ego") return "IDM driver (ego)";
+    if (base === "planner_ego") return "planner driver (ego)";
+    return base.replace(/_/g, " ");
+  }
   function num(v) { return v !== 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(4); }
 
   // ------------------------------------------------------------------------------------ viewer
@@ -189,7 +206,10 @@
     const names = this.reps[0].header.names.movers;
     names.forEach((n, i) => {
       const s = document.createElement("span");
-      s.innerHTML = '<i style="background:' + MOVER_COLOURS[i] + '"></i>' + n.replace("_", " ");
+      const swatch = document.createElement("i");
+      swatch.style.background = MOVER_COLOURS[i] || "#999";
+      s.appendChild(swatch);
+      s.appendChild(document.createTextNode(moverLabel(this.reps[0], i)));
       legend.appendChild(s);
     });
     const evLegend = $("tz-event-legend");
@@ -582,7 +602,7 @@
     add("class", names.classes[at(a.cls, t, i)].toLowerCase());
     const kind = at(a.kind, t, i);
     if (kind > 0) add("kind", names.static_kinds[kind].toLowerCase());
-    add("mover", names.movers[at(a.mover, t, i)]);
+    add("mover", escapeText(moverLabel(rep, at(a.mover, t, i))));
     add("alive", at(a.alive, t, i) ? "yes" : "no");
     const slot = at(a.slot, t, i);
     if (slot >= 0) add("slot", slot);
