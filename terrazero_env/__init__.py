@@ -1,7 +1,7 @@
 """terrazero-env: a fast procedural multi-agent driving simulator for reinforcement learning.
 
 Implements TerraZero (procedural object-level simulation, traffic rules, self-play PPO recipe) and
-FAST (DPSA sampling, SMPO loss). See the README for what works today.
+FAST (DPSA sampling, SMPO loss). See docs/status.md for what works today.
 """
 
 from . import maps

@@ -75,7 +75,7 @@ def check_num_threads(num_threads: int, *, openmp: bool | None = None, stackleve
     if n > 1 and not has_omp:
         warnings.warn(f"num_threads={n} requested, but this terrazero-env engine was built without OpenMP "
                       f"(compiler: {_flags().COMPILER}); worlds step on one thread. Rebuild with an "
-                      "OpenMP-capable compiler (see the README's install section) or use num_workers for "
+                      "OpenMP-capable compiler (see docs/install.md) or use num_workers for "
                       "parallel worlds.", RuntimeWarning, stacklevel=stacklevel)
     return n
 

@@ -171,7 +171,7 @@ class ClassSpec:
 
 def default_classes() -> dict[AgentType, ClassSpec]:
     """Per-class defaults: dimension ranges (appendix D.1), comfort thresholds (appendix B), and the
-    discrete action grids (the paper omits their values; these are documented in the README). The
+    discrete action grids (the paper omits their values; these are documented in docs/status.md). The
     three vehicle classes share a 4 x 3 grid size, so a vehicles-only policy has one action space."""
     steer = (-0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5)
     return {
