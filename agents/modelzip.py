@@ -27,6 +27,8 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 
 from terrazero_env.foundation.safe_files import UnsafeFileError, load_json
 
+from .rollout_buffer import MaskedRolloutBuffer
+
 __all__ = ["MAX_BUFFER_BYTES", "MAX_ENTRY_RATIO", "SAFE_ENTRY", "PickleRefusedError", "add_safe_entry", "check_archive",
            "load_model", "pickled_attributes"]
 
@@ -57,11 +59,12 @@ class _NotPlain(Exception):
 
 # ----------------------------------------------------------------------------------- encoding
 
-def _classes() -> dict[str, type]:
-    """Every class a safe entry may name: policies, rollout buffers, torch layers and optimizers."""
-    from .ppo import PPO, MaskedRolloutBuffer
-
-    out: dict[str, type] = {f"policy:{k}": v for k, v in PPO.policy_aliases.items()}
+def _classes(model_class: type) -> dict[str, type]:
+    """Every class a safe entry may name: the policies of ``model_class`` (its ``policy_aliases``:
+    for :class:`~terrazero_env.agents.PPO`, SB3's and ``DeepSetsPolicy``), rollout buffers, torch
+    layers and optimizers. The model's class is passed in, so this module never imports ``ppo``
+    (which imports this one to write the entry)."""
+    out: dict[str, type] = {f"policy:{k}": v for k, v in getattr(model_class, "policy_aliases", {}).items()}
     out.update({"buffer:RolloutBuffer": RolloutBuffer, "buffer:MaskedRolloutBuffer": MaskedRolloutBuffer})
     for mod, base, tag in ((torch.nn, torch.nn.Module, "torch.nn"), (torch.optim, torch.optim.Optimizer, "torch.optim")):
         for name in dir(mod):
@@ -198,7 +201,7 @@ def add_safe_entry(model: Any, path: str | Path) -> None:
     """Add :data:`SAFE_ENTRY` to the zip that ``model.save(path)`` just wrote; an attribute that
     plain data cannot describe is left out (loading it then needs ``trust_pickle``)."""
     zp = _zip_path(path)
-    classes = {cls: name for name, cls in _classes().items()}
+    classes = {cls: name for name, cls in _classes(type(model)).items()}
     with zipfile.ZipFile(zp, "r") as z:
         names = pickled_attributes(z, zp)
     described: dict[str, Any] = {}
@@ -243,7 +246,7 @@ def load_model(cls: Any, path: str | Path, device: str | torch.device = "cpu", t
             "it contains, so it is not loaded. If you trust where the file came from, pass --trust-pickle "
             "(trust_pickle=True in Python)")
     _check_sizes(data, described, path)
-    classes = _classes()
+    classes = _classes(cls)
     try:
         custom = {k: _decode(described[k], classes) for k in pickled}
     except (ValueError, TypeError, KeyError) as e:

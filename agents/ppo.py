@@ -26,7 +26,6 @@ and priority draws are computed there (:mod:`terrazero_env.agents.targets`).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections import defaultdict, deque
@@ -43,10 +42,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
-from ..wrappers.double_buffer import DoubleBufferedEnv
 from . import losses, targets
 from .collect import EpisodeTally, ObservationStage, array_vector_env, final_observations
 from .distributed import Sync
+from .modelzip import add_safe_entry
 from .policies import DEFAULT_OPTIMIZER_KWARGS, DeepSetsPolicy, layout_from_env
 from .rollout_buffer import MaskedRolloutBuffer, MaskedRolloutSamples, PackedEntities
 
@@ -205,8 +204,6 @@ class PPO(SB3PPO):
         :func:`terrazero_env.agents.modelzip.load_model` read the zip without unpickling."""
         super().save(path, exclude=exclude, include=include)
         if isinstance(path, (str, os.PathLike)):
-            from .modelzip import add_safe_entry
-
             add_safe_entry(self, path)
 
     def _popart_step(self) -> None:
@@ -288,9 +285,9 @@ class PPO(SB3PPO):
     def _collect_arrays(self, venv: Any, callback: BaseCallback, buf: MaskedRolloutBuffer,
                         n_rollout_steps: int) -> bool:
         """The array-only rollout loop (``agents/collect.py``): the same transitions as
-        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays. On a
-        :class:`~terrazero_env.wrappers.DoubleBufferedEnv` one half steps on its worker thread while
-        the policy runs on the other half (:meth:`_overlapped_steps`)."""
+        :meth:`collect_rollouts` through the SB3 adapter, read from the vector env's arrays. Per step,
+        the policy acts on every slot's observation (already in the buffer on the training device),
+        then the whole env steps once and its new observations go into the buffer's next row."""
         self.policy.set_training_mode(False)
         buf.reset()
         n = venv.num_envs
@@ -311,31 +308,26 @@ class PPO(SB3PPO):
         else:
             stage.copy_into(buf.observations[0], self._last_obs)
             next_obs = self._next_obs = torch.empty_like(buf.observations[0])
-        overlapped = isinstance(venv, DoubleBufferedEnv)
         entities = self._entity_store(buf)
-        steps = (self._overlapped_steps(venv, buf, stage, next_obs, n_rollout_steps, entities) if overlapped
-                 else self._plain_steps(venv, buf, n_rollout_steps, entities))
         callback.on_rollout_start()
         ones = np.ones(n, bool)
-        n_steps = 0
-        for actions_dev, values, log_probs, rewards, terminated, truncated_flags, info, last_obs in steps:
-            new_obs = None if overlapped else last_obs()
+        for t in range(n_rollout_steps):
+            actions_dev, values, log_probs = self._act(buf.observations[t], entities, t)
+            new_obs, rewards, terminated, truncated_flags, info = venv.step(self._env_actions(actions_dev))
             rewards = np.asarray(rewards, np.float32)
             terminated = np.asarray(terminated, bool)
             dones = terminated | np.asarray(truncated_flags, bool)
             self.num_timesteps += n
             callback.update_locals(locals())
             if not callback.on_step():
-                steps.close()
                 return False
             valid = np.asarray(info.get("valid", ones), bool)
             tally.step(rewards, dones, valid, info)
-            n_steps += 1
             truncated = dones & ~terminated
             final_values = torch.zeros(n, device=self.device)
             if truncated.any():
                 ids = np.flatnonzero(truncated)
-                final_obs = torch.as_tensor(final_observations(last_obs(), info, ids), device=self.device,
+                final_obs = torch.as_tensor(final_observations(new_obs, info, ids), device=self.device,
                                             dtype=buf.observations.dtype)
                 with torch.no_grad():
                     v = self.denormalize_values(self.policy.predict_values(final_obs))
@@ -343,8 +335,7 @@ class PPO(SB3PPO):
             buf.add(None, actions_dev, rewards, self._last_episode_starts,
                     self.denormalize_values(values), log_probs, valid=valid, terminated=terminated, dones=dones,
                     final_values=final_values)
-            if not overlapped:  # the overlapped steps wrote each half's observations already
-                stage.copy_into(buf.observations[n_steps] if n_steps < n_rollout_steps else next_obs, new_obs)
+            stage.copy_into(buf.observations[t + 1] if t + 1 < n_rollout_steps else next_obs, new_obs)
             self._last_episode_starts = dones
         # SB3's ``_last_obs`` is a host array: on the CPU a view of ``_next_obs`` (overwritten only at
         # the end of the next rollout, by which time it was read), on a GPU one copy to the host.
@@ -380,58 +371,16 @@ class PPO(SB3PPO):
         store.reset()
         return store
 
-    def _act(self, obs: torch.Tensor, entities: PackedEntities | None, step: int,
-             first_slot: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The policy's actions, values and log-probabilities of ``obs`` (no gradient); with a store, its
-        packing of ``obs`` is kept there as the slots ``first_slot ...`` of ``step``."""
+    def _act(self, obs: torch.Tensor, entities: PackedEntities | None,
+             step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The policy's actions, values and log-probabilities of ``obs`` (every slot of ``step``; no
+        gradient); with a store, its packing of ``obs`` is kept there as that step's."""
         with torch.no_grad():
             if entities is None:
                 return self.policy(obs)
             actions, values, log_probs, packed = self.policy.forward_packed(obs)
-        entities.add(step, first_slot, packed)
+        entities.add(step, 0, packed)
         return actions, values, log_probs
-
-    def _plain_steps(self, venv: Any, buf: MaskedRolloutBuffer, n_rollout_steps: int,
-                     entities: PackedEntities | None = None) -> Generator[tuple, None, None]:
-        """Per step: the policy on every slot's observation, then one step of the whole env. Yields the
-        policy's outputs, the env's rewards, flags and info, and a function giving the observations."""
-        for t in range(n_rollout_steps):
-            actions, values, log_probs = self._act(buf.observations[t], entities, t, 0)
-            new_obs, rewards, terminated, truncated, info = venv.step(self._env_actions(actions))
-            yield actions, values, log_probs, rewards, terminated, truncated, info, (lambda o=new_obs: o)
-
-    def _overlapped_steps(self, venv: DoubleBufferedEnv, buf: MaskedRolloutBuffer, stage: ObservationStage,
-                          next_obs: torch.Tensor, n_rollout_steps: int,
-                          entities: PackedEntities | None = None) -> Generator[tuple, None, None]:
-        """:meth:`_plain_steps` on two halves, EnvPool-style: half 0 steps on the worker thread while
-        the policy computes half 1's actions, then half 1 steps while the policy computes half 0's
-        actions for the next step. Each half's new observations go into the buffer (row ``t + 1``, or
-        ``next_obs`` after the last step) as soon as its step returns."""
-        halves = venv.bounds
-
-        def act(t: int, h: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            lo, hi = halves[h]
-            return self._act(buf.observations[t, lo:hi], entities, t, lo)
-
-        current = act(0, 0)
-        try:
-            for t in range(n_rollout_steps):
-                dst = buf.observations[t + 1] if t + 1 < n_rollout_steps else next_obs
-                venv.step_async(0, self._env_actions(current[0]))
-                other = act(t, 1)
-                first = venv.step_wait(0)
-                venv.step_async(1, self._env_actions(other[0]))
-                stage.copy_into(dst[halves[0][0]:halves[0][1]], first[0], halves[0][0])
-                following = act(t + 1, 0) if t + 1 < n_rollout_steps else None
-                second = venv.step_wait(1)
-                stage.copy_into(dst[halves[1][0]:halves[1][1]], second[0], halves[1][0])
-                obs = lambda a=first[0], b=second[0]: np.concatenate([a, b])  # noqa: E731 (only at truncations)
-                joined = venv.join([first, second], observations=False)
-                yield (*(torch.cat([x, y]) for x, y in zip(current, other, strict=True)), *joined[1:], obs)
-                current = following
-        finally:  # after an error a half may still be stepping; the error is what the caller needs
-            with contextlib.suppress(Exception):
-                venv.drain()
 
     # ---------------------------------------------------------------------------------- update
 

@@ -15,7 +15,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 import terrazero_env
 from terrazero_env.foundation.safe_files import append_text
 
-from ..wrappers import DPSA, DoubleBufferedEnv, SamplingStats
+from ..wrappers import DPSA, SamplingStats
 from .ppo import PPO
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Loop(BaseCallback):
             return
         stop = self.run.sync.any(self.stop_requested)
         if stop or self.iteration % self.run.settings.checkpoint_every == 0:
-            self.run.save(self)
+            self.run.save(self.iteration, self.elapsed())
         if stop:
             self.stopping = True
 
@@ -145,7 +145,7 @@ class Loop(BaseCallback):
 def _sampler_stats(model: PPO) -> dict[str, float]:
     """FAST's validity rate mu and time efficiency eta since the start, from the sampling wrapper."""
     env = model.env
-    while env is not None and not isinstance(env, (DPSA, SamplingStats, DoubleBufferedEnv)):
+    while env is not None and not isinstance(env, (DPSA, SamplingStats)):
         env = getattr(env, "venv", None) or getattr(env, "vector_env", None)
     total = env.total.as_dict()
     return {"mu": total["mu"], "eta": total["eta"]}

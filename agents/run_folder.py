@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from terrazero_env.foundation.safe_files import atomic_write, read_bytes, refuse_link
 
@@ -13,9 +13,6 @@ from . import checkpoint as ckpt
 from .distributed import Sync
 from .ppo import PPO
 from .settings import TrainSettings
-
-if TYPE_CHECKING:
-    from .progress import Loop
 
 __all__ = ["Run", "copy_file"]
 
@@ -27,17 +24,21 @@ class Run:
     sync: Sync
     model: PPO
     display: Any
+    #: The checkpoint folder :meth:`save` wrote last (None before the first): what ``latest`` names
+    #: once every rank is done, known here without reading the pointer back.
+    latest: Path | None = None
 
-    def save(self, loop: Loop) -> Path:
-        """A checkpoint of this iteration, written by every rank; ``latest`` moves when all are done."""
-        folder = self.out / "checkpoints" / f"iter_{loop.iteration:06d}"
+    def save(self, iteration: int, seconds: float) -> Path:
+        """A checkpoint after ``iteration`` iterations and ``seconds`` of training, written by every
+        rank; ``latest`` moves when all are done."""
+        folder = self.out / "checkpoints" / f"iter_{iteration:06d}"
         if self.sync.is_main:
             folder.mkdir(parents=True, exist_ok=True)
         self.sync.barrier()
         folder.mkdir(parents=True, exist_ok=True)
         ckpt._run_path(self.out, self.out / "checkpoints", "checkpoint folder")
         ckpt._run_path(self.out, folder, "checkpoint folder")
-        extra = {"iteration": loop.iteration, "seconds": loop.elapsed()}
+        extra = {"iteration": iteration, "seconds": seconds}
         ckpt.save_rank_state(self.model, folder / f"rank{self.sync.rank}.pt", self.sync.rank, self.sync.world_size,
                              extra)
         if self.sync.is_main:
@@ -47,6 +48,7 @@ class Run:
         self.sync.barrier()
         if self.sync.is_main:
             ckpt.mark_latest(folder)
+        self.latest = folder
         return folder
 
 

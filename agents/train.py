@@ -11,8 +11,9 @@ A run folder ``OUT`` holds ``config.yaml`` (the engine config), ``train.yaml`` (
 SIGTERM saves a checkpoint at the next update boundary and ends the run cleanly (a second SIGINT
 stops at once).
 
-Settings come from the preset's ``train:`` section, then keyword arguments, then ``train.*``
-overrides; see :class:`TrainSettings` and :data:`PPO_KEYS`. ``dataset`` (``--dataset MANIFEST``, or
+Settings come from the preset's ``train:`` section, then keyword arguments (the command's options),
+then ``train.*`` overrides (``--set``), merged once by
+:func:`~terrazero_env.agents.settings.resolve_run`; see :class:`TrainSettings` and :data:`PPO_KEYS`. ``dataset`` (``--dataset MANIFEST``, or
 ``dataset:`` in a config's ``train:`` section) trains on a :class:`~terrazero_env.maps.Dataset`:
 every world reset draws its scenario, balanced over the dataset's (region, type) groups.
 
@@ -36,15 +37,14 @@ import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
 import terrazero_env
-from terrazero_env.config.io import dump_config
-from terrazero_env.foundation import safe_yaml
+from terrazero_env.config.io import dump_config, parse_set_options
 from terrazero_env.foundation.safe_files import atomic_write, refuse_link
 
 from . import checkpoint as ckpt
 from .distributed import env_int, init_from_environment
 from .progress import Display, Loop, StopAfter
 from .run_folder import Run, copy_file
-from .settings import PPO_KEYS, SAMPLERS, TrainSettings, resolve_run
+from .settings import PPO_KEYS, SAMPLERS, ResolvedRun, TrainSettings, option_settings, resolve_run
 from .stop_signals import install_stop_handlers, restore_handlers
 from .train_env import build_model
 
@@ -64,16 +64,28 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     trainer settings. ``dataset``: see :attr:`TrainSettings.dataset`. Bad settings, missing maps and
     a dataset naming a missing or corrupt file raise before any work, naming the field or file.
     """
-    out = Path(out)
-    explicit = {"total_steps": total_steps, "seed": seed, "sampler": sampler, "threshold": threshold,
-                "checkpoint_every": checkpoint_every, "torch_threads": torch_threads, "dataset": dataset}
-    if n_steps is not None:
-        explicit["n_steps"] = n_steps
-    if full_policy:
-        explicit["policy"] = {}
-    cfg, settings = resolve_run(preset, out, resume, overrides, explicit)
-    if num_worlds is not None and not resume:
-        cfg = cfg.with_overrides(num_worlds=num_worlds)
+    options = option_settings({"total_steps": total_steps, "seed": seed, "sampler": sampler, "threshold": threshold,
+                               "checkpoint_every": checkpoint_every, "torch_threads": torch_threads,
+                               "dataset": dataset, "n_steps": n_steps}, full_policy)
+    plan = resolve_run(preset, out, resume, overrides, options, num_worlds)
+    return _train(plan, Path(out), device, progress, tensorboard, _stop_after)
+
+
+def train_from_args(args: argparse.Namespace) -> Path:
+    """Run the training command from options parsed by
+    :func:`terrazero_env.config.train_options.add_train_arguments` (``terrazero train`` and
+    ``python -m terrazero_env.agents.launch``): ``--set`` through the one parser of it
+    (:func:`terrazero_env.config.io.parse_set_options`), the options straight into :func:`resolve_run`."""
+    out = Path(args.resume or args.out)
+    plan = resolve_run(args.config or args.preset, out, bool(args.resume), parse_set_options(args.set),
+                       option_settings(vars(args), args.full_policy), args.worlds)
+    return _train(plan, out, args.device, args.progress, not args.no_tensorboard)
+
+
+def _train(plan: ResolvedRun, out: Path, device: str, progress: str, tensorboard: bool,
+           stop_after: int | None = None) -> Path:
+    """The job of :func:`train`, from resolved settings (a resume continues ``plan.checkpoint``)."""
+    cfg, settings, resume = plan.cfg, plan.settings, plan.resume
     for src in cfg.maps:  # a missing map stops before any work
         terrazero_env.maps.load_source(src)
     if settings.dataset is not None:  # so does a dataset naming a missing or corrupt file
@@ -104,8 +116,7 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     sync.broadcast_module(model.policy)
     iteration, seconds = 0, 0.0
     if resume:
-        folder = ckpt.latest_checkpoint(out)
-        extra = ckpt.load_rank_state(model, folder / f"rank{sync.rank}.pt", sync.rank, sync.world_size)
+        extra = ckpt.load_rank_state(model, plan.checkpoint / f"rank{sync.rank}.pt", sync.rank, sync.world_size)
         iteration, seconds = int(extra["iteration"]), float(extra["seconds"])
     per_rank = math.ceil(settings.total_steps / sync.world_size)
     done_global = int(sync.sum([model.num_timesteps])[0])
@@ -122,44 +133,27 @@ def train(preset: str = "quick", total_steps: int | None = None, out: str | Path
     handlers = install_stop_handlers(loop)
     try:
         callbacks: list[BaseCallback] = [loop]
-        if _stop_after is not None:  # tests: the same path as a signal, after a given iteration
-            callbacks.append(StopAfter(loop, _stop_after))
+        if stop_after is not None:  # tests: the same path as a signal, after a given iteration
+            callbacks.append(StopAfter(loop, stop_after))
         remaining = max(per_rank - model.num_timesteps, 0)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=not resume,
                         tb_log_name="ppo", progress_bar=False)
         if not loop.stopping:
-            run.save(loop)
+            run.save(loop.iteration, loop.elapsed())
     finally:
         restore_handlers(handlers)
         display.close()
     final = out / "checkpoint.zip"
     if sync.is_main:
         if loop.stopping:  # the state of the checkpoint, not of the step taken after it
-            copy_file(ckpt.latest_checkpoint(out) / "model.zip", final)
+            copy_file(run.latest / "model.zip", final)
         else:
             refuse_link(final, "checkpoint file")
             model.save(final)
         state = "stopped" if loop.stopping else "finished"
-        print(f"{state} at iteration {loop.iteration}: saved {final} and {ckpt.latest_checkpoint(out)}", flush=True)
+        print(f"{state} at iteration {loop.iteration}: saved {final} and {run.latest}", flush=True)
     model.env.close()
     sync.barrier()
     return final
 
-
-def train_from_args(args: argparse.Namespace) -> Path:
-    """Run the training command from options parsed by
-    :func:`terrazero_env.config.train_options.add_train_arguments` (``terrazero train`` and
-    ``python -m terrazero_env.agents.launch``); ``--set KEY=VALUE`` values are read as YAML."""
-    overrides: dict[str, Any] = {}
-    for kv in args.set:
-        if "=" not in kv:
-            raise ValueError(f"--set expects KEY=VALUE, got {kv!r}")
-        key, value = kv.split("=", 1)
-        overrides[key.strip()] = safe_yaml.load(value, f"--set {key.strip()}")
-    out = args.resume if args.resume else args.out
-    return train(preset=args.config or args.preset, total_steps=args.total_steps, out=out, seed=args.seed,
-                 sampler=args.sampler, threshold=args.threshold, num_worlds=args.worlds, n_steps=args.n_steps,
-                 full_policy=args.full_policy, checkpoint_every=args.checkpoint_every, resume=bool(args.resume),
-                 device=args.device, torch_threads=args.torch_threads, overrides=overrides,
-                 progress=args.progress, tensorboard=not args.no_tensorboard, dataset=args.dataset)

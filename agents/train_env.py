@@ -1,6 +1,6 @@
 """The env and the model of a training run: the native vector env of the engine config under the
 run's sampling wrapper (FAST's DPSA, its synchronous-global-reset baseline, or per-world autoreset),
-as two double-buffered halves with ``train.overlap``, and the run's PPO on it."""
+and the run's PPO on it."""
 
 from __future__ import annotations
 
@@ -11,20 +11,11 @@ from stable_baselines3.common.utils import LinearSchedule
 
 import terrazero_env
 
-from ..wrappers import DPSA, SGR, DoubleBufferedEnv, SamplingStats
+from ..wrappers import DPSA, SGR, SamplingStats
 from .ppo import PPO
 from .settings import TrainSettings
 
 __all__ = ["build_model"]
-
-
-def _make_env(cfg: Any, settings: TrainSettings) -> Any:
-    if settings.overlap:
-        if cfg.num_worlds < 2 or cfg.num_worlds % 2:
-            raise ValueError(f"train.overlap: needs an even number of worlds (two halves), the config has {cfg.num_worlds}")
-        half = cfg.with_overrides(num_worlds=cfg.num_worlds // 2)
-        return DoubleBufferedEnv(_sampled_env(half, settings), _sampled_env(half, settings))
-    return _sampled_env(cfg, settings)
 
 
 def _sampled_env(cfg: Any, settings: TrainSettings) -> Any:
@@ -44,6 +35,6 @@ def build_model(cfg: Any, settings: TrainSettings, seed: int, device: torch.devi
     kwargs = dict(settings.ppo)
     if "learning_rate" in kwargs and settings.lr_anneal:
         kwargs["learning_rate"] = LinearSchedule(float(kwargs["learning_rate"]), 0.0, 1.0)
-    env = _make_env(cfg, settings)
+    env = _sampled_env(cfg, settings)
     return PPO("DeepSetsPolicy", env, seed=seed, device=device, policy_kwargs=dict(settings.policy),
                tensorboard_log=tensorboard_log, **kwargs)

@@ -17,9 +17,7 @@ overrides their number), one row per ``--rows`` entry:
 
 Every training row runs once per ``--variants`` entry (by default twice): ``before`` (``array_path=False``, the SB3 adapter's
 per-slot infos, and ``encoder="dense"``, the padded entity encoder) and ``after`` (the defaults: the
-array path and the packed encoder), so one run gives both figures on the same machine state;
-``overlap`` is ``after`` with ``train.overlap`` (two halves of the worlds, one stepping while the
-policy runs on the other; an even number of worlds). The
+array path and the packed encoder), so one run gives both figures on the same machine state. The
 rate is timed over ``--iterations`` iterations after one warm-up iteration. Torch uses
 ``--threads`` CPU threads (the presets train on one). ``--phases N`` adds, per training row, N more
 iterations timed phase by phase (collection: engine, policy forward, packing, bootstraps, advantages;
@@ -55,8 +53,7 @@ POLICIES = {
     "quick": ({"ego_hidden": 64, "entity_hidden": 32, "trunk": [256, 256]}, {}),
     "planner": ({}, {}),
 }
-VARIANTS = {"before": ({"array_path": False}, {"encoder": "dense"}), "after": ({}, {}),
-            "overlap": ({"overlap": True}, {})}
+VARIANTS = {"before": ({"array_path": False}, {"encoder": "dense"}), "after": ({}, {})}
 
 
 # ------------------------------------------------------------------------------------ pipeline
@@ -263,8 +260,7 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
     load_after = os.getloadavg()
     print(f"\n{args.preset} worlds: {cfg.num_worlds} x {cfg.slots_per_world} slots, device {args.device}, "
           f"{args.threads} torch thread(s); load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
-    names = {"before": "before: adapter path, dense encoder", "after": "after: array path, packed encoder",
-             "overlap": "overlap: after + train.overlap"}
+    names = {"before": "before: adapter path, dense encoder", "after": "after: array path, packed encoder"}
     print("| row | parameters | " + " | ".join(names[v] for v in args.variants) + " | best / engine |\n|---|---:|"
           + "---:|" * (len(args.variants) + 1))
     if engine is not None:
@@ -339,7 +335,7 @@ def main() -> None:
     p.add_argument("--n-steps", type=int, default=None, help="pipeline: rollout length (default: the preset's)")
     p.add_argument("--iterations", type=int, default=3, help="pipeline: timed iterations per training row")
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["before", "after"],
-                   help="pipeline: training variants per row (overlap: the defaults with train.overlap)")
+                   help="pipeline: training variants per row")
     p.add_argument("--engine-steps", type=int, default=300)
     p.add_argument("--phases", type=int, default=0, metavar="N",
                    help="pipeline, CPU: after the timed iterations, N more with a per-phase millisecond breakdown")

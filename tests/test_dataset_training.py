@@ -157,10 +157,10 @@ def test_a_config_train_section_names_the_dataset(tmp_path):
 
     cfg_path = tmp_path / "run.yaml"
     cfg_path.write_text("maps: [grid_town]\ntrain:\n  dataset: bundled\n  total_steps: 64\n")
-    _, settings = resolve_run(str(cfg_path), tmp_path / "out", False, None, {})
+    settings = resolve_run(str(cfg_path), tmp_path / "out", False, None, {}).settings
     assert settings.dataset == "bundled" and settings.total_steps == 64
-    _, settings = resolve_run("quick", tmp_path / "out", False, {"train.dataset": str(Dataset("bundled").manifest_path)},
-                           {})
+    settings = resolve_run("quick", tmp_path / "out", False, {"train.dataset": str(Dataset("bundled").manifest_path)},
+                           {}).settings
     assert Path(settings.dataset).is_absolute()  # recorded so a resume finds it from anywhere
 
 

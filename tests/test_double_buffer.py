@@ -1,5 +1,5 @@
-"""DoubleBufferedEnv (two vector envs as one, one half stepping on a worker thread) and PPO's
-overlapped rollouts over it."""
+"""DoubleBufferedEnv (two vector envs as one, one half stepping on a worker thread), and PPO on it,
+which steps it as one env through its one collection loop."""
 
 import copy
 import pickle
@@ -127,35 +127,33 @@ def test_state_pickle_and_deepcopy_continue_identically():
         e.close()
 
 
-# ------------------------------------------------------------------------------ PPO overlapped
+# ------------------------------------------------------------------------------ PPO on the pair
 
 
-def _overlapped_model(seed=0):
+def _model_on_halves(seed=0):
     torch = pytest.importorskip("torch")
     pytest.importorskip("stable_baselines3")
-    from terrazero_env.agents.train import TrainSettings, build_model
+    from terrazero_env.agents import PPO
 
     torch.set_num_threads(1)
-    settings = TrainSettings.from_mapping({
-        "overlap": True, "n_steps": 48, "num_minibatches": 2, "n_epochs": 1,
-        "policy": {"ego_hidden": 8, "entity_hidden": 8, "trunk": [16]}})
-    return build_model(load_config("quick").with_overrides(num_worlds=4), settings, seed=seed)
+    return PPO("DeepSetsPolicy", _pair(), seed=seed, n_steps=48, num_minibatches=2, n_epochs=1,
+               policy_kwargs={"ego_hidden": 8, "entity_hidden": 8, "trunk": [16]})
 
 
-def test_overlapped_rollout_replays_through_the_halves_exactly():
-    """The oracle: the stored actions, replayed through a fresh pair of halves built and seeded the
-    same way, give back every stored observation, reward and flag; and a second run repeats the
-    first (the worker thread changes nothing)."""
+def test_ppo_rollout_on_the_pair_replays_through_the_halves_exactly():
+    """PPO steps the pair as one vector env (its array path, one loop). The oracle: the stored
+    actions, replayed through a fresh pair built and seeded the same way, give back every stored
+    observation, reward and flag; and a second run repeats the first."""
     torch = pytest.importorskip("torch")
     from terrazero_env.agents.collect import array_vector_env
 
-    model = _overlapped_model()
+    model = _model_on_halves()
     model.learn(48 * 16)
     buf = model.rollout_buffer
-    assert model.episode_tally is not None  # the array path took the overlapped loop
+    assert model.episode_tally is not None  # the array path collected the rollout
     assert bool((buf.dones & buf.valid).any())  # episodes ended within the rollout
 
-    fresh = _overlapped_model()
+    fresh = _model_on_halves()
     obs0 = fresh.env.reset()
     vec = array_vector_env(fresh.env)
     assert isinstance(vec, DoubleBufferedEnv)
@@ -170,7 +168,7 @@ def test_overlapped_rollout_replays_through_the_halves_exactly():
         if t + 1 < buf.buffer_size:
             np.testing.assert_array_equal(obs, buf.observations[t + 1].numpy())
 
-    # Each step's actions were sampled from that step's observations of their own half: the initial
+    # Each step's actions were sampled from that step's observations: the initial
     # policy (the fresh model's, same seed) gives the stored log-probabilities and values back.
     with torch.no_grad():
         for t in range(buf.buffer_size):
@@ -178,19 +176,9 @@ def test_overlapped_rollout_replays_through_the_halves_exactly():
             torch.testing.assert_close(log_prob, buf.log_probs[t], rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(values.flatten(), buf.values[t], rtol=1e-5, atol=1e-6)
 
-    again = _overlapped_model()
+    again = _model_on_halves()
     again.learn(48 * 16)
     for name in ("observations", "actions", "rewards", "values", "log_probs", "advantages"):
         torch.testing.assert_close(getattr(again.rollout_buffer, name), getattr(buf, name), rtol=0, atol=0, msg=name)
     for p, q in zip(again.policy.parameters(), model.policy.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
-
-
-def test_overlap_needs_an_even_number_of_worlds():
-    pytest.importorskip("torch")
-    from terrazero_env.agents.train import TrainSettings, build_model
-
-    with pytest.raises(ValueError, match="train.overlap: needs an even number of worlds"):
-        build_model(load_config("quick").with_overrides(num_worlds=3), TrainSettings.from_mapping({"overlap": True}), seed=0)
-    with pytest.raises(ValueError, match="train.overlap"):
-        TrainSettings.from_mapping({"overlap": "yes"})

@@ -3,6 +3,7 @@ loopback), exact resume, clean stops, and configuration errors before any work."
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -134,14 +135,12 @@ def test_two_node_rendezvous_on_one_host_ends_with_identical_parameters(tmp_path
 # -------------------------------------------------------------------------- resume and stops
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path, overlap):
-    """Also with ``train.overlap`` (two halves of one world each, stepped on the worker thread)."""
+def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path):
     torch.set_num_threads(1)
     a, b = tmp_path / "a", tmp_path / "b"
     steps = 2 * 4 * 16 * 3
-    train(total_steps=steps, out=a, num_worlds=2, checkpoint_every=1, overrides={**TINY, "train.overlap": overlap},
-          progress="none", tensorboard=False)
+    train(total_steps=steps, out=a, num_worlds=2, checkpoint_every=1, overrides=TINY, progress="none",
+          tensorboard=False)
     # A copy of the run as it stood after iteration 1, as if it had been stopped there.
     shutil.copytree(a, b)
     for later in ("iter_000002", "iter_000003"):
@@ -160,6 +159,37 @@ def test_resume_reproduces_the_uninterrupted_runs_next_updates_exactly(tmp_path,
     first = _load(a / "checkpoints" / "iter_000001" / "rank0.pt")["policy"]
     assert any(not torch.equal(first[k], ra["policy"][k]) for k in first)  # the updates did move
     PPO.load(b / "checkpoint.zip")
+
+
+def test_a_resume_reads_the_latest_checkpoint_pointer_once(tmp_path, monkeypatch, capsys):
+    """Both entries resolve the run folder's ``checkpoints/latest`` once per resume and pass the folder
+    along (settings, the config check, the rank state); the end of the run names the checkpoint it
+    wrote itself, also when a stop request ends it (its ``checkpoint.zip`` is that checkpoint's model)."""
+    from terrazero_env.agents import checkpoint as ckpt
+
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    per_iteration = 2 * 4 * 16
+    train(total_steps=per_iteration * 2, out=out, num_worlds=2, checkpoint_every=1, overrides=TINY, progress="none",
+          tensorboard=False)
+    real, calls = ckpt.latest_checkpoint, []
+
+    def counted(run_dir):
+        calls.append(Path(run_dir))
+        return real(run_dir)
+
+    monkeypatch.setattr(ckpt, "latest_checkpoint", counted)
+    final = train(out=out, resume=True, total_steps=per_iteration * 10, checkpoint_every=5, progress="none",
+                  tensorboard=False, _stop_after=3)
+    assert calls == [out]
+    assert "stopped at iteration 3" in capsys.readouterr().out
+    assert final.read_bytes() == (out / "checkpoints" / "iter_000003" / "model.zip").read_bytes()
+    calls.clear()
+    assert cli.main(["train", "--resume", str(out), "--total-steps", str(per_iteration * 4), "--progress", "none",
+                     "--no-tensorboard"]) == 0
+    assert calls == [out]
+    assert f"saved {final} and {out / 'checkpoints' / 'iter_000004'}" in capsys.readouterr().out
+    assert real(out).name == "iter_000004"
 
 
 def test_a_stop_request_saves_a_checkpoint_and_ends_cleanly(tmp_path):
@@ -207,6 +237,25 @@ def test_a_bad_setting_stops_before_any_work_naming_it(tmp_path, capsys, overrid
     out = tmp_path / "run"
     assert cli.main(["train", "--out", str(out), "--set", override]) == 2
     assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["", " ", "train.", "rewards..collision"])
+def test_an_empty_setting_name_is_one_error_from_every_entry(tmp_path, capsys, key):
+    """``--set`` has one parser (``config.io.parse_set_options``) and override names one check
+    (``config.io.override_name``): ``terrazero train``, the torchrun module and ``train(overrides=...)``
+    refuse an empty name (or an empty dotted part) before any work, in the same words."""
+    from terrazero_env.agents import launch
+
+    out = tmp_path / "run"
+    fragment = "has an empty setting name (KEY=VALUE needs a dotted KEY"
+    assert cli.main(["train", "--out", str(out), "--set", f"{key}=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"terrazero: error: --set '{key}=1' {fragment} such as rewards.collision or train.ent_coef)"
+    assert launch.main(["--out", str(out), "--set", f"{key}=1"]) == 2
+    assert fragment in capsys.readouterr().err
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        train(out=out, overrides={key: 1}, progress="none", tensorboard=False)
     assert not out.exists()
 
 

@@ -7,8 +7,9 @@ steps the first half, then the second, and concatenates what they return, so it 
 Gymnasium vector env for any client. A trainer that wants the overlap calls :meth:`step_async` for
 one half and computes the other half's actions while that step runs on the worker thread (the engine
 releases the GIL while it steps its worlds), then :meth:`step_wait`: at every moment one half's worlds
-step while the policy runs on the other's observations (``terrazero_env.agents.PPO`` does this when
-its env is one of these). No action is stale: each half's step uses the actions computed from that
+step while the policy runs on the other's observations (``terrazero_env.agents.PPO`` does not: it
+steps any vector env, this one included, through :meth:`step`; overlapping the halves in its rollout
+showed no reliable gain on two cores, BENCHMARKS.md, 'Overlap'). No action is stale: each half's step uses the actions computed from that
 half's latest observations. What changes against one env of all the worlds: the two halves keep their
 own sampling state (each DPSA resets its half when its own termination rate passes the threshold) and
 the policy samples each half's actions in its own call, so runs differ from the single-env run.
