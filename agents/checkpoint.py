@@ -20,6 +20,7 @@ so it is read with ``torch.load(..., weights_only=True)`` and loading a shared f
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from pathlib import Path
@@ -156,6 +157,7 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a terrazero training checkpoint (format {CHECKPOINT_FORMAT})")
     state = from_plain(state)
+    check_learner_state(state, path)
     if state["world_size"] != world_size:
         raise ValueError(f"{path} was written by a run of {state['world_size']} ranks; this one has {world_size}")
     try:
@@ -170,6 +172,55 @@ def load_rank_state(model: Any, path: Path, rank: int, world_size: int) -> dict[
     model.load_training_state(state)
     _set_rng_state(state["rng"], model.device)
     return state["extra"]
+
+
+#: Most agent steps, updates or episodes a checkpoint may claim (2**53: exact in a float64, far past any run).
+MAX_COUNT = 2 ** 53
+
+
+def _finite_tensors(obj: Any, where: str, path: Path) -> None:
+    """Every tensor (or float) under ``obj`` is finite; else one line naming the file and the entry."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
+            raise ValueError(f"checkpoint {path}: {where} holds NaN or infinite values (refused: training would "
+                             "continue from a broken state)")
+    elif isinstance(obj, (np.ndarray, np.generic)):
+        if np.asarray(obj).dtype.kind in "fc" and not bool(np.isfinite(obj).all()):
+            raise ValueError(f"checkpoint {path}: {where} holds NaN or infinite values (refused: training would "
+                             "continue from a broken state)")
+    elif isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"checkpoint {path}: {where} is {obj!r}, not a finite number")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _finite_tensors(v, f"{where}.{k}", path)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _finite_tensors(v, f"{where}[{i}]", path)
+
+
+def check_learner_state(state: dict[str, Any], path: Path) -> None:
+    """What a resume takes from ``rank<r>.pt`` before anything is restored: finite weights, optimizer
+    moments and PopArt statistics, and counts that are integers in ``[0, MAX_COUNT]``. A tampered or
+    corrupted file is refused with one line naming the file and the entry."""
+    for key in ("policy", "optimizer", "popart", "num_timesteps", "n_updates", "episode_num", "world_size"):
+        if key not in state:
+            raise ValueError(f"checkpoint {path}: no {key!r} entry")
+    _finite_tensors(state["policy"], "policy", path)
+    _finite_tensors(state["optimizer"], "optimizer", path)
+    popart = state["popart"]
+    if not isinstance(popart, (list, tuple)) or len(popart) < 2:
+        raise ValueError(f"checkpoint {path}: popart must hold (mean, squared mean[, updates]), got {type(popart).__name__}")
+    _finite_tensors(list(popart[:2]), "popart", path)
+    for key, value in (("num_timesteps", state["num_timesteps"]), ("n_updates", state["n_updates"]),
+                       ("episode_num", state["episode_num"]),
+                       *((("popart updates", popart[2]),) if len(popart) > 2 else ())):
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+            value = int(value)
+        elif isinstance(value, np.integer):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            raise ValueError(f"checkpoint {path}: {key} must be an integer in [0, 2**53], got {value!r}")
 
 
 def _run_path(run_dir: Path, path: Path, what: str) -> Path:

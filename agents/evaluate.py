@@ -36,12 +36,20 @@ __all__ = ["RATES", "check_compatible", "check_progress_reference", "closed_loop
 
 def load_checkpoint(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> PPO:
     """Load a ``PPO.save`` zip without unpickling (see :mod:`terrazero_env.agents.modelzip`), with a
-    one-line ``ValueError`` naming the file when it cannot be read. A zip with pickled attributes this
-    package did not describe (any other SB3 file) is refused unless ``trust_pickle``."""
+    one-line ``ValueError`` naming the file when it cannot be read or its weights are not finite. A
+    zip with pickled attributes this package did not describe (any other SB3 file) is refused unless
+    ``trust_pickle``."""
     try:
-        return load_model(PPO, path, device=device, trust_pickle=trust_pickle)
+        model = load_model(PPO, path, device=device, trust_pickle=trust_pickle)
     except PickleRefusedError:
         raise
     except Exception as e:  # a zip that is not an SB3 save fails in many ways (BadZipFile, KeyError, ...)
         detail = (str(e).strip().splitlines() or [""])[0]
         raise ValueError(f"cannot load checkpoint {path}: {type(e).__name__}" + (f": {detail}" if detail else "")) from e
+    import torch
+
+    for name, tensor in model.policy.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"checkpoint {path}: the policy's {name} holds NaN or infinite values (refused: its "
+                             "actions would be meaningless)")
+    return model

@@ -41,7 +41,11 @@ def policy_rollouts(run: str | Path, preset: str | None = None, device: str = "c
         goals, steps, R, seed = scene["goals"], int(scene["steps"]), int(scene["rollouts"]), int(scene["seed"])
         A = start.shape[0]
         controlled = np.array([bool(cfg.init.controlled[int(t)]) for t in types], bool)
-        K = max(int(controlled.sum()), 1)
+        if not controlled.any():
+            present = sorted({core.AGENT_CLASSES[int(t)].lower() for t in types})
+            raise ValueError(f"--policy {run}: its config ({source}) controls none of this scene's logged agents "
+                             f"({', '.join(present)}); the policy would drive nothing, so there is nothing to score")
+        K = int(controlled.sum())
         n_max = max(A, K, cfg.init.num_agents[1])
         run_cfg = cfg.with_overrides(num_worlds=R, slots_per_world=K, max_agents_per_world=n_max,
                                      episode_length=steps + 1)

@@ -187,6 +187,63 @@ def cases(d: Path, base: Path) -> list[tuple[str, str, list[str], str, dict]]:
         ("6 errors", "--set rewards=[1, 2]", ["train", "--set", "rewards=[1, 2]", "--out", str(d / "r")], cli, {}),
         ("6 errors", "WORLD_SIZE=two", ["train", "--out", str(d / "r")], cli, {"WORLD_SIZE": "two"}),
     ]
+    out += third_pass(d, base, victim)
+    return out
+
+
+def _tamper_learner(run: Path, how) -> None:
+    import torch
+
+    path = run / "checkpoints" / "iter_000002" / "rank0.pt"
+    state = torch.load(path, weights_only=True)
+    how(state)
+    torch.save(state, path)
+
+
+def third_pass(d: Path, base: Path, victim: Path) -> list[tuple[str, str, list[str], str, dict]]:
+    """The third pass's surfaces (docs/hardening.md): every file the CLI writes, values that bound work,
+    the learner state a resume or an eval takes."""
+    import torch
+
+    cli = "terrazero_env.cli"
+    out: list[tuple[str, str, list[str], str, dict]] = []
+    (d / "out.json").symlink_to(victim)
+    (d / "out.gif").symlink_to(victim)
+    os.mkfifo(d / "fifo.gif")
+    out += [
+        ("3 files", "eval --json LINK", ["eval", "--driver", "reference", "--episodes", "1", "--json",
+                                         str(d / "out.json")], cli, {}),
+        ("3 files", "render -o LINK", ["render", "--preset", "quick", "--steps", "1", "-o", str(d / "out.gif")],
+         cli, {}),
+        ("3 files", "eval --replay ''", ["eval", "--driver", "reference", "--episodes", "1", "--replay", ""], cli, {}),
+        ("hang", "render -o FIFO", ["render", "--preset", "quick", "--steps", "1", "-o", str(d / "fifo.gif")], cli, {}),
+        ("2 work", "--set lane_max_distance=10**9", ["render", "--preset", "quick", "--steps", "1", "-o",
+                                                     str(d / "x.gif"), "--set", "lane_max_distance=1000000000"], cli, {}),
+        ("6 errors", "--set a 5,000-digit integer", ["render", "--preset", "quick", "--steps", "1", "-o",
+                                                     str(d / "x.gif"), "--set", "init.num_agents=" + "9" * 5000], cli, {}),
+    ]
+    run = _copy_run(base, d, "nan_weights")
+
+    def nan_weight(state) -> None:
+        name = next(iter(state["policy"]))
+        state["policy"][name] = state["policy"][name].clone().fill_(float("nan"))
+
+    _tamper_learner(run, nan_weight)
+    out.append(("4 silent", "resume, NaN weights in rank0.pt", ["train", "--resume", str(run)], cli, {}))
+    run = _copy_run(base, d, "nan_popart")
+    _tamper_learner(run, lambda s: s.update(popart=(torch.tensor(float("nan")), *tuple(s["popart"])[1:])))
+    out.append(("4 silent", "resume, NaN PopArt statistics", ["train", "--resume", str(run)], cli, {}))
+    run = _copy_run(base, d, "huge_steps")
+    _tamper_learner(run, lambda s: s.update(num_timesteps=10**30))
+    out.append(("4 silent", "resume, 10**30 agent steps", ["train", "--resume", str(run)], cli, {}))
+    from terrazero_env.agents.evaluate import load_checkpoint
+
+    model = load_checkpoint(base / "checkpoint.zip")
+    with torch.no_grad():
+        next(model.policy.parameters()).fill_(float("nan"))
+    model.save(d / "nan.zip")
+    out.append(("4 silent", "eval, a checkpoint of NaN weights", ["eval", str(d / "nan.zip"), "--preset", "quick",
+                                                                   "--episodes", "1"], cli, {}))
     return out
 
 

@@ -62,11 +62,21 @@ def check_seeds(seeds, Py_ssize_t n):
     return np.array([check_engine_seed(s, f"seeds[{i}]") for i, s in enumerate(items)], np.uint64)
 
 
+#: Every number of a scene but the heading (wrapped, whatever its size) lies within +-SCENE_BOUND
+#: (metres, m/s, reward weights): a finite 1e300 would overflow the squared distances and turn
+#: observations into NaN. Speeds and sizes have tighter bounds of their own.
+SCENE_BOUND = 1e6
+SCENE_MAX_SPEED = 200.0
+SCENE_MAX_SIZE = 100.0
+
+
 cdef double _finite_value(v, Py_ssize_t i, str key) except? -1:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise TypeError(f"agents[{i}].{key} must be a number, got {type(v).__name__} {v!r}")
     if not _math.isfinite(float(v)):
         raise ValueError(f"agents[{i}].{key} must be finite, got {v!r}")
+    if abs(float(v)) > SCENE_BOUND and key != "heading":  # a heading of any finite size is wrapped
+        raise ValueError(f"agents[{i}].{key} must lie within +-{SCENE_BOUND:g}, got {v!r}")
     return float(v)
 
 
@@ -74,6 +84,10 @@ cdef double _finite(spec, Py_ssize_t i, str key, bint positive=False) except? -1
     cdef double d = _finite_value(spec[key], i, key)
     if positive and d <= 0:
         raise ValueError(f"agents[{i}].{key} must be positive metres, got {spec[key]!r}")
+    if positive and key != "speed" and d > SCENE_MAX_SIZE:
+        raise ValueError(f"agents[{i}].{key} must be at most {SCENE_MAX_SIZE:g} m, got {spec[key]!r}")
+    if key == "speed" and abs(d) > SCENE_MAX_SPEED:
+        raise ValueError(f"agents[{i}].speed must lie within +-{SCENE_MAX_SPEED:g} m/s, got {spec[key]!r}")
     return d
 
 
@@ -110,6 +124,8 @@ cdef _numbers(spec, Py_ssize_t i, str key, Py_ssize_t n, bint positive):
         if not _math.isfinite(float(x)) or (positive and float(x) <= 0):
             raise ValueError(f"agents[{i}].{key}[{k}] must be {'positive and ' if positive else ''}finite, "
                              f"got {x!r}")
+        if abs(float(x)) > SCENE_BOUND:
+            raise ValueError(f"agents[{i}].{key}[{k}] must lie within +-{SCENE_BOUND:g}, got {x!r}")
         out.append(float(x))
     return tuple(out)
 

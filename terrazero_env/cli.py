@@ -135,6 +135,12 @@ def _cmd_render_rollout(args: argparse.Namespace) -> int:
 
     if args.output is None and args.replay is None:
         raise ValueError("name what to write: -o OUT (.gif or .mp4), --replay FILE (.tzr), or both")
+    _check_outputs(("-o", args.output), ("--replay", args.replay))
+    if args.replay is not None:
+        from pathlib import Path
+
+        page = Path(f"{args.replay}.html") if Path(args.replay).suffix != ".tzr" else Path(args.replay).with_suffix(".html")
+        _check_outputs(("--replay's page", str(page)))
     cfg = load_config(args.preset, **_set_overrides(args.set)).with_overrides(num_worlds=1)
     engine = core.Engine(cfg)
     engine.reset([0], [args.seed])
@@ -185,6 +191,31 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 #: How a table names the reference its ego progress was measured against (``--progress-reference``).
 _REFERENCE_TEXT = {"idm": "IDM driver from the same start", "limit": "posted-limit driver"}
+
+
+def _check_outputs(*named: tuple[str, str | None]) -> None:
+    """Before any work: every file a command will write must be a name that is not a link and not
+    something other than a regular file (``foundation.safe_files.check_write_target``; the writes
+    themselves are atomic)."""
+    from .foundation.safe_files import check_write_target
+
+    for option, path in named:
+        if path is not None:
+            check_write_target(path, option)
+
+
+def _check_output_folder(option: str, path: str | None) -> None:
+    """A folder a command writes into: named, not a link, a folder if it exists."""
+    import os
+
+    if path is None:
+        return
+    if not path:
+        raise ValueError(f"{option}: a folder name is needed, got ''")
+    if os.path.islink(path):
+        raise ValueError(f"{option} {path} is a symbolic link; refusing to write through it")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{option} {path} exists and is not a folder")
 
 
 def _eval_subjects(args: argparse.Namespace):
@@ -254,6 +285,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--suite fixes its own maps and scenes; it does not combine with {', '.join(clash)}")
     if args.episodes is None:
         args.episodes = 100
+    _check_outputs(("--json", args.json), ("--video", args.video), ("--filmstrip", args.filmstrip),
+                   ("--chart", args.chart))
+    _check_output_folder("--replay", args.replay)
     subject_a, subject_b, cfg, source = _eval_subjects(args)
     if args.suite is not None:
         return _eval_suite(args, subject_a, cfg, source)
@@ -284,14 +318,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         if "filmstrip" in out["a"]:
             print(f"wrote {out['a']['filmstrip']} (A's lowest-scoring episodes)")
         if args.json:
-            from pathlib import Path
+            from .foundation.safe_files import atomic_write
 
             doc = {"a": subject_a[0], "b": subject_b[0], "config": source, "episodes": args.episodes,
                    "seed": args.seed, "deterministic": args.deterministic,
                    "progress_reference": args.progress_reference, "comparison": out["comparison"],
                    "rows_a": out["a"]["rows"], "rows_b": out["b"]["rows"],
                    "closed_loop_a": out["a"]["closed_loop"], "closed_loop_b": out["b"]["closed_loop"]}
-            Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            atomic_write(args.json, json.dumps(doc, indent=1), "--json")
             print(f"wrote {args.json}")
         return 0
     try:
@@ -312,11 +346,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         if key in result:
             print(f"wrote {result[key]}")
     if args.json:
-        from pathlib import Path
+        from .foundation.safe_files import atomic_write
 
         who = {"checkpoint": str(subject_a[1])} if subject_a[2] is None else {"driver": subject_a[2]}
         out = {**who, "config": source, **result}
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+        atomic_write(args.json, json.dumps(out, indent=1), "--json")
         print(f"wrote {args.json}")
     return 0
 
@@ -349,10 +383,10 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
     print(format_interplan(out["families"], out["mean"]) if interplan else format_suite(out["families"], out["mean"]))
     _print_replays(out, args.replay)
     if args.json:
-        from pathlib import Path
+        from .foundation.safe_files import atomic_write
 
         who = {"checkpoint": str(subject[1])} if subject[2] is None else {"driver": subject[2]}
-        Path(args.json).write_text(json.dumps({**who, "config": source, **out}, indent=1), encoding="utf-8")
+        atomic_write(args.json, json.dumps({**who, "config": source, **out}, indent=1), "--json")
         print(f"wrote {args.json}")
     return 0
 
@@ -401,12 +435,6 @@ def _cmd_view(args: argparse.Namespace) -> int:
         server.shutdown()
         server.server_close()
     return 0
-
-
-def _yaml_value(text: str, key: str = "value"):
-    from .foundation import safe_yaml
-
-    return safe_yaml.load(text, f"--set {key}")
 
 
 def _set_overrides(pairs: Sequence[str]) -> dict[str, object]:

@@ -166,7 +166,10 @@ def render_world(engine: Any, world: int = 0, path: str | Path | None = None, *,
         ax.set_xlim(cx - zoom, cx + zoom)
         ax.set_ylim(cy - zoom, cy + zoom)
     if path is not None:
-        fig.savefig(path, dpi=dpi)
+        from .foundation.safe_files import atomic_path
+
+        with atomic_path(path, "image") as tmp:
+            fig.savefig(tmp, dpi=dpi)
     return fig
 
 
@@ -223,6 +226,8 @@ class RolloutRecorder:
         written next to the requested path). Returns the path written."""
         import imageio.v3 as iio
 
+        from .foundation.safe_files import atomic_path
+
         path = Path(path)
         if not self.frames:
             raise ValueError("no frames captured")
@@ -230,9 +235,11 @@ class RolloutRecorder:
             try:
                 import imageio_ffmpeg  # noqa: F401
 
-                iio.imwrite(path, np.stack(self.frames), fps=fps, codec="libx264")
+                with atomic_path(path, "video") as tmp:  # no write through a link planted at path
+                    iio.imwrite(tmp, np.stack(self.frames), fps=fps, codec="libx264")
                 return path
             except ImportError:
                 path = path.with_suffix(".gif")
-        iio.imwrite(path, np.stack(self.frames), duration=1000 / fps, loop=0)
+        with atomic_path(path, "video") as tmp:
+            iio.imwrite(tmp, np.stack(self.frames), duration=1000 / fps, loop=0)
         return path

@@ -147,8 +147,18 @@ def test_wrong_autoreset_mode_is_refused():
     sync = SyncVectorEnv([lambda: ScriptedEnv([3])] * 2)
     with pytest.raises(ValueError, match="autoreset_mode'\\] is AutoresetMode.DISABLED, got NEXT_STEP"):
         DPSA(sync)
-    with pytest.raises(ValueError, match="threshold must lie in"):
+    with pytest.raises(ValueError, match=r"DPSA threshold: a number in \(0.0, 1.0\], got 0.0"):
         DPSA(live_vec(), threshold=0.0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"threshold": True}, "DPSA threshold: a number"), ({"threshold": "0.5"}, "DPSA threshold: a number"),
+    ({"threshold": float("nan")}, "DPSA threshold: a finite number"), ({"horizon": 2.5}, "DPSA horizon: an integer"),
+    ({"horizon": True}, "DPSA horizon: an integer"), ({"horizon": 0}, "DPSA horizon"),
+])
+def test_dpsa_checks_the_types_of_its_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DPSA(live_vec(), **kwargs)
 
 
 def test_sampling_stats_for_per_env_autoreset():

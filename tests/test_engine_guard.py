@@ -70,6 +70,13 @@ BAD_SPECS = [  # (change to a valid first spec, error type, message)
     ({"rw": {"collision": float("nan")}}, ValueError, r"agents\[1\]\.rw\.collision must be finite"),
     ({"controlled": "yes"}, TypeError, r"agents\[1\]\.controlled must be a bool"),
     ({"colour": "red"}, TypeError, r"agents\[1\]: unexpected key 'colour'"),
+    # numbers past the scene's bounds: finite, but squared distances would overflow into NaN
+    ({"x": 1e300}, ValueError, r"agents\[1\]\.x must lie within \+-1e\+06, got 1e\+300"),
+    ({"y": -1e7}, ValueError, r"agents\[1\]\.y must lie within"),
+    ({"speed": 1e5}, ValueError, r"agents\[1\]\.speed must lie within \+-200 m/s"),
+    ({"length": 1e4}, ValueError, r"agents\[1\]\.length must be at most 100 m"),
+    ({"goal": (0.0, 1e300)}, ValueError, r"agents\[1\]\.goal\[1\] must lie within"),
+    ({"rw": {"collision": 1e300}}, ValueError, r"agents\[1\]\.rw\.collision must lie within"),
 ]
 
 

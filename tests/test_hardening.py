@@ -243,6 +243,27 @@ def _point_latest_at_a_link(run: Path, victim: Path) -> None:
     (run / "checkpoints" / "latest").write_text("iter_000009\n")
 
 
+def _tamper_learner(run: Path, how) -> None:
+    """Change the learner's part of ``rank0.pt`` (weights, PopArt, counts) with ``how(state)``."""
+    import torch
+
+    path = run / "checkpoints" / "iter_000002" / "rank0.pt"
+    state = torch.load(path, weights_only=True)
+    how(state)
+    torch.save(state, path)
+
+
+def _nan_weight(state) -> None:
+    name = next(iter(state["policy"]))
+    state["policy"][name] = state["policy"][name].clone().fill_(float("nan"))
+
+
+def _nan_popart(state) -> None:
+    import torch
+
+    state["popart"] = (torch.tensor(float("nan")), *tuple(state["popart"])[1:])
+
+
 TAMPER = {  # case: (how, fragment of the one-line refusal)
     "agent count beyond capacity in rank0.pt": (lambda r, v: _tamper_state(r, "buffer/n_agents", 10**6),
                                                 "engine state 'buffer/n_agents'"),
@@ -260,6 +281,12 @@ TAMPER = {  # case: (how, fragment of the one-line refusal)
     "train.yaml empty": (lambda r, v: (r / "train.yaml").write_text(""), "train.yaml: expected a mapping"),
     "train.yaml n_steps of 10**9": (lambda r, v: _huge_n_steps(r), "train.n_steps: an integer in [1, 1000000]"),
     "train.yaml a list": (lambda r, v: (r / "train.yaml").write_text("[1, 2]\n"), "train.yaml: expected a mapping"),
+    "NaN weights in rank0.pt": (lambda r, v: _tamper_learner(r, _nan_weight), "policy."),
+    "NaN PopArt statistics in rank0.pt": (lambda r, v: _tamper_learner(r, _nan_popart), "popart"),
+    "1e30 agent steps in rank0.pt": (lambda r, v: _tamper_learner(r, lambda s: s.update(num_timesteps=10**30)),
+                                     "num_timesteps must be an integer in [0, 2**53]"),
+    "a float step count in rank0.pt": (lambda r, v: _tamper_learner(r, lambda s: s.update(num_timesteps=1e30)),
+                                       "num_timesteps must be an integer"),
     "train.yaml an alias bomb": (lambda r, v: (r / "train.yaml").write_text(
         "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcde", "bcdef"))),

@@ -68,3 +68,19 @@ def test_realism_cli_scores_a_policy(run_and_map, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "policy:" in text and "meta" in text
     assert f"policy:{run.name}" in json.loads(out.read_text())["policies"]
+
+
+def test_a_policy_that_controls_none_of_the_logged_agents_is_refused(run_and_map):
+    """Scoring a policy that drives nothing would print a realism row for the log's own motion."""
+    run, tz = run_and_map
+    from terrazero_env.maps.terrabin import load
+
+    _, fn = policy_rollouts(run)
+    m = load(tz)
+    tr = m.tracks
+    keep = tr.agent_type != tr.agent_type[0]  # drop the cars: the quick preset controls cars only
+    start = np.column_stack([tr.state[keep, 10, 0], tr.state[keep, 10, 1], tr.state[keep, 10, 3],
+                             np.hypot(tr.state[keep, 10, 4], tr.state[keep, 10, 5])])
+    with pytest.raises(ValueError, match="controls none of this scene's logged agents"):
+        fn({"map": m, "start": start, "size": np.asarray(tr.size[keep, :2], np.float64), "types": tr.agent_type[keep],
+            "goals": tr.state[keep, -1, :2], "steps": 5, "rollouts": 1, "seed": 0})

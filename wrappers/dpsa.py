@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
+from terrazero_env.foundation.checks import check_float, check_int
+
 __all__ = ["DPSA", "SGR", "SamplingStats", "SamplingCounter"]
 
 
@@ -82,10 +84,9 @@ class DPSA(VectorWrapper):
                  copy: bool = True):
         super().__init__(env)
         _require_disabled(env, type(self).__name__)
-        if not 0.0 < float(threshold) <= 1.0:
-            raise ValueError(f"threshold must lie in (0, 1], got {threshold!r}")
-        if int(horizon) < 1:
-            raise ValueError(f"horizon must be a positive number of steps, got {horizon!r}")
+        # types first: True is not a rate and 2.5 is not a number of steps (float() and int() would take them)
+        check_float("DPSA threshold", threshold, 0.0, 1.0, lo_open=True)
+        check_int("DPSA horizon", horizon, 1)
         if dummy not in ("last", "zeros"):
             raise ValueError(f"dummy must be 'last' or 'zeros', got {dummy!r}")
         self.threshold = float(threshold)

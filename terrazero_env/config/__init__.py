@@ -72,6 +72,12 @@ MAX_PLACEMENT_TRIES = 10_000
 #: Upper bound (m) of ``EngineConfig.offroad_tolerance``: about a car's half width, beyond which a
 #: box may sit mostly off the road without an off-road event (ours; nuPlan tolerates 0.3 m).
 MAX_OFFROAD_TOLERANCE = 2.0
+#: Upper bound (m) of ``EngineConfig.lane_max_distance``: the lane search visits every road-index
+#: cell within that distance each step, so the bound bounds the work (a lane 100 m away is no
+#: agent's current lane).
+MAX_LANE_DISTANCE = 100.0
+
+
 class InitMode(IntEnum):
     """Scene initialization (appendix D)."""
 
@@ -347,7 +353,7 @@ class EngineConfig:
     boundary (the ``max_offroad_excursion`` episode metric; nuPlan's drivable-area compliance
     allows 0.3 m, nuplan-devkit ``drivable_area_compliance.max_violation_threshold``)."""
     lane_max_distance: float = 8.0
-    """An agent further than this from every lane centerline has no current lane (m) (ours)."""
+    """An agent further than this from every lane centerline has no current lane (m, in (0, 100]; ours)."""
     lane_align_angle: float = math.pi
     """Where lanes overlap, the current lane is the one the agent drives along (rad, in [0, pi]; ours):
     when the nearest centerline heads more than this away from the agent's heading, the nearest lane
@@ -418,7 +424,9 @@ class EngineConfig:
         check_float("EngineConfig.wrong_way_angle", self.wrong_way_angle, 0.0, math.pi, unit=" of radians")
         check_float("EngineConfig.offroad_tolerance", self.offroad_tolerance, 0.0, MAX_OFFROAD_TOLERANCE,
                     unit=" of metres")
-        check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, lo_open=True, unit=" of metres")
+        # bounded: the lane search visits every road-index cell within this distance (1e9 m never ends)
+        check_float("EngineConfig.lane_max_distance", self.lane_max_distance, 0.0, MAX_LANE_DISTANCE, lo_open=True,
+                    unit=" of metres")
         check_float("EngineConfig.lane_align_angle", self.lane_align_angle, 0.0, math.pi, unit=" of radians")
         check_bool("EngineConfig.lane_tracking", self.lane_tracking)
         if self.neighbour_search not in NEIGHBOUR_SEARCH:

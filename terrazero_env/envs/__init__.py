@@ -11,6 +11,7 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode
 
+from ..foundation.checks import check_int
 from ..config import EngineConfig
 from ..config.io import load_config
 from ..maps import Dataset
@@ -44,6 +45,9 @@ def make_vec(num_worlds: int | None = None, preset: str | EngineConfig | None = 
     workers, each worker builds the road maps of its worlds' scenarios, and the rollout (scenarios
     included) is the one of ``num_workers=1``."""
     check_overrides("make_vec", overrides)
+    if num_worlds is not None:
+        check_int("make_vec num_worlds", num_worlds, 1)  # 2.7 is not a number of worlds
+    check_int("make_vec num_workers", num_workers, 1)
     cfg = load_config(preset, **overrides)
     if num_worlds is not None:
         cfg = cfg.with_overrides(num_worlds=int(num_worlds))
@@ -65,6 +69,7 @@ def _vector_entry(num_envs: int = 1, preset: str | EngineConfig | None = "quick"
     single-agent env, batched natively."""
     vector_kwargs = kwargs.pop("vector_kwargs", None) or {}
     check_overrides("make_vec", kwargs)
+    check_int("make_vec num_envs", num_envs, 1)
     cfg = load_config(preset, **kwargs).with_overrides(num_worlds=int(num_envs), slots_per_world=1)
     return TerraZeroVectorEnv(cfg, **vector_kwargs)
 

@@ -54,7 +54,10 @@ def comparison_chart(rows: dict[str, dict[str, Any]], path: str | Path, name_a: 
                  f"difference excludes zero", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     path = Path(path)
-    fig.savefig(path, dpi=dpi)
+    from ..foundation.safe_files import atomic_path
+
+    with atomic_path(path, "image") as tmp:
+        fig.savefig(tmp, dpi=dpi)
     return path
 
 
@@ -96,5 +99,8 @@ def filmstrip(strips: Sequence[dict[str, Any]], path: str | Path, zoom: float = 
                 ax.set_ylabel(s["title"], fontsize=7)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=dpi)
+    from ..foundation.safe_files import atomic_path
+
+    with atomic_path(path, "image") as tmp:
+        fig.savefig(tmp, dpi=dpi)
     return path

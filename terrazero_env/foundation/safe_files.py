@@ -15,17 +15,19 @@ a planted link cannot redirect the write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "append_text", "atomic_write", "atomic_writer", "load_json", "read_array", "read_bytes", "read_text",
+__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "append_text", "atomic_path", "atomic_write", "atomic_writer", "check_write_target", "load_json", "read_array", "read_bytes", "read_text",
            "refuse_link"]
 
 MAX_JSON_DEPTH = 64
@@ -160,12 +162,50 @@ def refuse_link(path: str | os.PathLike[str], what: str = "file") -> None:
         raise UnsafeFileError(f"{what} {p} is a symbolic link; refusing to write through it")
 
 
+def check_write_target(path: str | os.PathLike[str], what: str = "file") -> Path:
+    """The one check of every file this package writes for a user: a name (not empty, not a folder
+    path), not a symbolic link, and, when something exists there already, a regular file (a FIFO, a
+    device or a folder is refused rather than written into or replaced). Returns the path."""
+    p = os.fspath(path)
+    if not p or p.endswith(os.sep) or (os.altsep and p.endswith(os.altsep)):
+        raise UnsafeFileError(f"{what}: a file name is needed, got {p!r}")
+    refuse_link(p, what)
+    try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        return Path(p)
+    if not stat.S_ISREG(mode):
+        raise UnsafeFileError(f"{what} {p}: {_kind(mode)}, not a regular file (refused)")
+    return Path(p)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], what: str = "file") -> Iterator[Path]:
+    """For writers that take a file name (matplotlib's ``savefig``, imageio): yield a fresh temporary
+    name beside ``path`` with the same suffix (so the format chosen by extension is kept); on a clean
+    exit it replaces ``path`` atomically, on any failure it is removed. ``path`` passes
+    :func:`check_write_target` first."""
+    target = check_write_target(path, what)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.stem}.",
+                               suffix=target.suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, what: str = "file") -> Path:
     """Write ``data`` to ``path`` atomically: a fresh temporary file (unpredictable name, created
     exclusively) in the same folder, flushed to disk, then renamed over ``path``. A ``path`` that is a
     symbolic link is refused; the temporary file is removed on any failure."""
-    target = Path(path)
-    refuse_link(target, what)
+    target = check_write_target(path, what)
     if isinstance(data, str):
         data = data.encode("utf-8")
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.",
@@ -210,7 +250,7 @@ class _AtomicWriter:
         self.target, self.what = target, what
 
     def __enter__(self):
-        refuse_link(self.target, self.what)
+        check_write_target(self.target, self.what)
         fd, self.tmp = tempfile.mkstemp(dir=self.target.parent, prefix=f".{self.target.name}.", suffix=".tmp")
         self.f = os.fdopen(fd, "w+b")
         return self.f

@@ -119,6 +119,10 @@ def load(text: str | bytes | IO[str], source: str = "<yaml>") -> Any:
             return loader.construct_document(node)
         except RecursionError:
             raise YamlLimitError(f"{source}: YAML nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+            if isinstance(exc, YamlError):
+                raise
+            raise YamlError(f"{source}: not a value this reader takes ({(str(exc).splitlines() or ['?'])[0]})") from None
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or \
                 (str(exc).splitlines() or ["malformed"])[0]
