@@ -278,6 +278,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("--chart draws a --vs comparison: name a second run or driver with --vs")
     if args.suite is None and args.scenes is not None:
         raise ValueError("--scenes sets the scenes per family of a --suite: name one with --suite")
+    if args.suite is None and args.sampled:
+        raise ValueError("--sampled is for a --suite (episodes are sampled unless --deterministic): name one with --suite")
+    if args.suite is not None and args.deterministic:
+        raise ValueError("--suite takes the most likely actions already (--sampled samples them); drop --deterministic")
     if args.suite is not None:
         clash = [opt for opt, v in (("--vs", args.vs), ("--maps", args.maps), ("--video", args.video),
                                     ("--filmstrip", args.filmstrip), ("--episodes", args.episodes)) if v]
@@ -367,7 +371,8 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
     # InterPlan's interplan10 split has 10 scenes per family
     scenes = (10 if interplan else 20) if args.scenes is None else args.scenes
     names = [f.name for f in get_suite(args.suite)]
-    actions = "deterministic actions" if subject[2] is None else "the driver's actions"
+    actions = ("the driver's actions" if subject[2] is not None
+               else "sampled actions" if args.sampled else "deterministic actions")
     reference = ("ego progress along the expert route (InterPlan's score)" if interplan
                  else f"ego progress vs the {_REFERENCE_TEXT[args.progress_reference]}")
     print(f"{subject[0]} (config {source}) on the {args.suite} suite: {len(names)} families x {scenes} scenes, "
@@ -375,6 +380,7 @@ def _eval_suite(args: argparse.Namespace, subject, cfg: EngineConfig, source: st
     try:
         out = evaluate_suite(model, cfg, args.suite, scenes, args.seed, config_name=f"config {source}",
                              progress_reference=args.progress_reference, replay=_replay_options(args).get("replay"),
+                             sampled=args.sampled,
                              on_family=lambda r: print(f"  {r['family']}: score {r['score']:.1f} ({r['scenes']} scenes"
                                                        + (f" of {r['scanned']} seeds)" if "scanned" in r else ")"),
                                                        flush=True))
@@ -545,6 +551,8 @@ def make_parser() -> argparse.ArgumentParser:
     ev.add_argument("--maps", nargs="+", default=None, metavar="MAP", help="maps to evaluate on (default: the config's)")
     ev.add_argument("--seed", type=SEED, default=0, help="an integer in [0, 2**64)")
     ev.add_argument("--deterministic", action="store_true", help="take the most likely action instead of sampling")
+    ev.add_argument("--sampled", action="store_true",
+                    help="with --suite: sample the policy's actions (seeded by --seed) instead of its most likely ones")
     ev.add_argument("--video", default=None, metavar="OUT",
                     help="record world 0 over the first round: .gif, or .mp4 (needs imageio-ffmpeg)")
     ev.add_argument("--video-dpi", type=int_in(1, 10**6), default=80, help="video resolution")

@@ -101,3 +101,23 @@ def test_the_old_realism_module_name_forwards_with_a_warning():
     assert done.returncode == 0, done.stderr
     assert "terrazero realism" in done.stdout
     assert "moved to terrazero_env.evaluation.realism" in done.stderr
+
+
+class _ModeModel(_Constant):
+    """Takes action 3 when asked for its most likely action, 0 when sampling: tells the two apart."""
+
+    def predict(self, obs, deterministic=False):
+        return np.full(obs.shape[0], 3 if deterministic else 0, np.int64), None
+
+
+@pytest.mark.parametrize("suite, family", [("interplan", "nudge_stopped_vehicle"), ("longtail", "jaywalker")])
+def test_a_suite_takes_sampled_actions_when_asked(suite, family, monkeypatch):
+    from terrazero_env.evaluation import suite_eval
+
+    monkeypatch.setattr(suite_eval, "actor_for", lambda model, venv, det, name: as_actor(model, det))
+    kw = {"families": [family], "scenes": 1, "seed": 0}
+    det = suite_eval.evaluate_suite(_ModeModel(0), QUICK, suite, **kw)
+    smp = suite_eval.evaluate_suite(_ModeModel(0), QUICK, suite, sampled=True, **kw)
+    assert det["deterministic"] is True and smp["deterministic"] is False
+    key = "per_scene" if suite == "interplan" else "closed_loop"
+    assert det[key] != smp[key]

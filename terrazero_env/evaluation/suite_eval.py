@@ -39,9 +39,11 @@ __all__ = ["evaluate_suite"]
 def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", scenes: int = 20, seed: int = 0,
                    *, families: Sequence[str] | None = None, config_name: str = "the config",
                    on_family: Callable[[dict[str, Any]], None] | None = None,
-                   progress_reference: str = "idm", replay: str | Path | None = None) -> dict[str, Any]:
+                   progress_reference: str = "idm", replay: str | Path | None = None,
+                   sampled: bool = False) -> dict[str, Any]:
     """Evaluate ``model`` (anything with SB3's ``predict``, or a :class:`~terrazero_env.drivers.Driver`) on ``scenes`` qualifying scenes of every
-    family of ``suite`` (or only those named in ``families``), with deterministic actions. Returns
+    family of ``suite`` (or only those named in ``families``), with deterministic actions (with
+    ``sampled``, a policy's sampled actions, following ``seed``; a driver is unaffected). Returns
     ``{"suite", "seed", "scenes", "families": [row, ...], "mean": row, "closed_loop": {family: {metric:
     [per episode]}}, "scene_seeds": {family: [[seed, slot], ...]}}`` (rows: :func:`~terrazero_env.evaluation.suites.family_row`).
     ``on_family`` is called with each row as soon as it is ready; ``progress_reference``: ``"idm"`` or
@@ -54,7 +56,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
     if isinstance(scenes, bool) or not isinstance(scenes, (int, np.integer)) or scenes < 1:
         raise ValueError(f"scenes must be a positive integer, got {scenes!r}")
     if suite == "interplan":
-        return _evaluate_interplan(model, config, scenes, seed, families, config_name, on_family, replay)
+        return _evaluate_interplan(model, config, scenes, seed, families, config_name, on_family, replay, sampled)
     check_progress_reference(progress_reference)
     fams = get_suite(suite)
     if families is not None:
@@ -72,7 +74,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
         cfg = family_config(config, fam).with_overrides(num_worlds=min(config.num_worlds, int(scenes)))
         venv = terrazero_env.envs.TerraZeroVectorEnv(cfg, autoreset_mode="Disabled")
         try:
-            actor = actor_for(model, venv, True, config_name)
+            actor = actor_for(model, venv, not sampled, config_name)
             with actor.seeded(seed):
                 store: dict[tuple[int, int], Any] | None = {} if replay is not None else None
                 per, _, _ = rollout(actor, venv, len(found), seed, scenes=[(s.seed, s.slot) for s in found],
@@ -89,7 +91,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
         seeds_all[fam.name] = [[s.seed, s.slot] for s in found]
         if on_family is not None:
             on_family(row)
-    out = {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": True,
+    out = {"suite": suite, "seed": int(seed), "scenes": int(scenes), "deterministic": not sampled,
            "progress_reference": progress_reference, "families": rows,
            "mean": suite_mean(rows), "closed_loop": closed_all, "scene_seeds": seeds_all}
     if replay is not None:
@@ -102,7 +104,7 @@ def evaluate_suite(model: Any, config: EngineConfig, suite: str = "longtail", sc
 
 def _evaluate_interplan(model: Any, config: EngineConfig, scenes: int, seed: int, families: Sequence[str] | None,
                         config_name: str, on_family: Callable[[dict[str, Any]], None] | None,
-                        replay: str | Path | None) -> dict[str, Any]:
+                        replay: str | Path | None, sampled: bool = False) -> dict[str, Any]:
     """The ``interplan`` suite (:func:`terrazero_env.evaluation.interplan.evaluate_interplan`): a
     baseline driver as it is, a model on its most likely actions after its spaces are checked
     against the scenes' env."""
@@ -112,11 +114,11 @@ def _evaluate_interplan(model: Any, config: EngineConfig, scenes: int, seed: int
     check_env = terrazero_env.envs.TerraZeroVectorEnv(interplan.scene_config(config, fams[0].maps[0], 1),
                                                       autoreset_mode="Disabled")
     try:
-        actor = actor_for(model, check_env, True, config_name)
+        actor = actor_for(model, check_env, not sampled, config_name)
     finally:
         check_env.close()
     with actor.seeded(seed):
         out = interplan.evaluate_interplan(actor, config, int(scenes), int(seed), families=[f.name for f in fams],
                                            on_family=on_family, replay=replay, label=config_name)
-    out["deterministic"] = True
+    out["deterministic"] = not sampled
     return out
