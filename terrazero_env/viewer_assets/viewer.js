@@ -1,6 +1,8 @@
 // TerraZero replay viewer: decodes .tzr replays (docs/replay.md) embedded in the page and draws them
 // on a 2D canvas. No network: everything it needs is in the page. window.tzViewer exposes the state
 // of what is drawn (for tests and scripts).
+// Everything read from a replay is text, never markup (docs/hardening.md, third pass): the DOM is
+// built with createElement and textContent only (the helper `node`); no innerHTML, no HTML strings.
 "use strict";
 (function () {
   const MAGIC = "TZREPLAY";
@@ -43,6 +45,8 @@
     for (const ent of header.arrays) {
       const T = DTYPES[ent.dtype];
       if (!T) throw new Error("array " + ent.name + ": unknown dtype " + ent.dtype);
+      if (!(ent.offset >= 0 && ent.nbytes >= 0 && base + ent.offset + ent.nbytes <= raw.byteLength))
+        throw new Error("array " + ent.name + " runs past the end of the replay");
       const n = ent.nbytes / T.BYTES_PER_ELEMENT;
       const copy = new T(n);
       copy.set(new T(raw.buffer.slice(raw.byteOffset + base + ent.offset, raw.byteOffset + base + ent.offset + ent.nbytes)));
@@ -117,7 +121,7 @@
   }
 
   function eventsOf(rep) {
-    const ev = rep.a.events, names = rep.header.names.events, out = [];
+    const ev = rep.a.events, names = rep.header.names.events || [], out = [];
     if (!ev) return out;
     const d = ev.data;
     for (let r = 0; r < ev.shape[0]; r++) {
@@ -131,15 +135,21 @@
   }
 
   function at(arr, t, i) { return arr.data[t * arr.row + i]; }
-  // Text from a file goes into the page as text, never as markup.
-  function escapeText(v) {
-    return String(v).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  // The one way text reaches the page: an element whose content is `text` as text (never parsed as
+  // markup), with optional children appended after it.
+  function node(tag, text, ...children) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    for (const c of children) e.appendChild(c);
+    return e;
   }
+  // Entry k of one of the replay's vocabularies (names.classes, ...), or k itself when it has none.
+  function nameAt(list, k) { return Array.isArray(list) && list[k] !== undefined ? String(list[k]) : String(k); }
   // What moves an agent, in words: a baseline driver's ego by the driver's name (the replay's
   // meta.driver: "reference", "idm", "planner"; a policy's ego stays "policy").
   const EGO_DRIVERS = { reference: "reference driver", idm: "IDM driver", planner: "planner driver" };
   function moverLabel(rep, m) {
-    const names = rep.header.names.movers, base = names[m] === undefined ? String(m) : String(names[m]);
+    const base = nameAt(rep.header.names.movers, m);
     const driver = (rep.header.meta || {}).driver;
     if (m <= 2 && typeof driver === "string" && driver !== "policy") {
       return (EGO_DRIVERS[driver] || driver + " driver") + " (ego)";
@@ -217,7 +227,10 @@
       if (k === "comfort") continue;
       const sp = document.createElement("span");
       const label = { offroad: "off-road", stop_line: "stop sign run", wrong_way: "wrong way", red_light: "red light" }[k] || k;
-      sp.innerHTML = '<i style="background:' + colour + '"></i>' + label;
+      const swatch = node("i");
+      swatch.style.background = colour;
+      sp.appendChild(swatch);
+      sp.appendChild(document.createTextNode(label));
       evLegend.appendChild(sp);
     }
     const panes = $("tz-panes");
@@ -595,14 +608,19 @@
     const el = document.getElementById("tz-info");
     const i = this.hover >= 0 ? this.hover : this.selected;
     const rep = this.reps[p], a = rep.a, t = Math.min(this.frame, rep.T - 1), names = rep.header.names;
-    if (i < 0 || i >= rep.N) { el.innerHTML = "<i>hover or click an agent</i>"; return; }
-    const rows = [];
-    const add = (k, v) => rows.push("<tr><td>" + k + '</td><td class="v">' + v + "</td></tr>");
+    if (i < 0 || i >= rep.N) { el.replaceChildren(node("i", "hover or click an agent")); return; }
+    const table = node("table");
+    const add = (k, v, bold) => {
+      const key = node("td", bold ? null : k), val = node("td", bold ? null : v);
+      val.className = "v";
+      if (bold) { key.appendChild(node("b", k)); val.appendChild(node("b", v)); }
+      table.appendChild(node("tr", null, key, val));
+    };
     add("agent", i + (i === this.follow ? " (followed)" : ""));
-    add("class", names.classes[at(a.cls, t, i)].toLowerCase());
+    add("class", nameAt(names.classes, at(a.cls, t, i)).toLowerCase());
     const kind = at(a.kind, t, i);
-    if (kind > 0) add("kind", names.static_kinds[kind].toLowerCase());
-    add("mover", escapeText(moverLabel(rep, at(a.mover, t, i))));
+    if (kind > 0) add("kind", nameAt(names.static_kinds, kind).toLowerCase());
+    add("mover", moverLabel(rep, at(a.mover, t, i)));
     add("alive", at(a.alive, t, i) ? "yes" : "no");
     const slot = at(a.slot, t, i);
     if (slot >= 0) add("slot", slot);
@@ -614,15 +632,15 @@
     add("heading", (at(a.heading, t, i) * 180 / Math.PI).toFixed(1) + "°");
     const evs = this.events[p].filter(e => e.frame === t && e.agent === i);
     for (const e of evs) add("event", e.kind + (e.kind === "collision" && e.partner >= 0 ? " with " + e.partner : ""));
-    if (slot >= 0 && a.reward && at(a.slot_agent, t, slot) === i) {
-      add("<b>reward</b>", "<b>" + num(at(a.reward, t, slot)) + "</b>");
-      const rt = a.reward_terms, nt = names.reward_terms.length;
-      for (let k = 0; k < nt; k++) {
+    if (slot >= 0 && slot < rep.K && a.reward && at(a.slot_agent, t, slot) === i) {
+      add("reward", num(at(a.reward, t, slot)), true);
+      const rt = a.reward_terms, nt = (names.reward_terms || []).length;
+      for (let k = 0; rt && k < nt; k++) {
         const val = rt.data[(t * rep.K + slot) * nt + k];
-        if (val !== 0) add("&nbsp;&nbsp;" + names.reward_terms[k].replace(/_/g, " "), num(val));
+        if (val !== 0 && val !== undefined) add("\u00a0\u00a0" + nameAt(names.reward_terms, k).replace(/_/g, " "), num(val));
       }
     }
-    el.innerHTML = "<table>" + rows.join("") + "</table>";
+    el.replaceChildren(table);
   };
 
   Viewer.prototype.state = function () {
