@@ -422,9 +422,10 @@ def _cmd_view(args: argparse.Namespace) -> int:
     if args.html is not None:
         if Path(args.path).is_dir():
             raise ValueError("--html writes the page of one replay: name a .tzr file, not a folder")
+        _check_outputs(("--html", args.html))
         print(f"wrote {write_viewer(args.path, args.html)}")
         return 0
-    server = serve(args.path, args.port, args.host, background=True)
+    server = serve(args.path, args.port, args.host, background=True, allowed_hosts=args.allow_host)
     url = f"http://{server.server_address[0]}:{server.server_address[1]}/"
     print(f"serving {args.path} at {url} (Ctrl-C stops)", flush=True)
     if args.open:
@@ -591,7 +592,11 @@ def make_parser() -> argparse.ArgumentParser:
     vw = sub.add_parser("view", help="serve a replay (.tzr) or a folder of them on localhost in the browser viewer")
     vw.add_argument("path", help="a .tzr file or a folder searched for them")
     vw.add_argument("--port", type=int_in(0, 65535), default=8765, help="0: any free port")
-    vw.add_argument("--host", default="127.0.0.1")
+    vw.add_argument("--host", default="127.0.0.1",
+                    help="the address to listen on (default: loopback only; 0.0.0.0 lets the network in)")
+    vw.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="a host name the server also answers to, besides localhost and the addresses it listens "
+                         "on (repeatable; requests naming any other Host are refused, against DNS rebinding)")
     vw.add_argument("--open", action="store_true", help="open the page in the default browser")
     vw.add_argument("--html", default=None, metavar="OUT",
                     help="instead of serving, write one self-contained page of the replay to OUT")

@@ -142,3 +142,45 @@ def test_a_checkpoint_with_non_finite_weights_is_refused_naming_the_file(tmp_pat
     venv.close()
     with pytest.raises(ValueError, match=rf"checkpoint {path}: the policy's .* holds NaN or infinite values"):
         load_checkpoint(path)
+
+
+def test_view_forwards_the_names_it_may_answer_to(monkeypatch, tmp_path):
+    """``terrazero view --allow-host NAME`` reaches the server's Host check; the wait is cut short."""
+    import threading
+
+    from terrazero_env import viewer
+
+    seen = {}
+
+    class _Server:
+        server_address = ("127.0.0.1", 1)
+
+        def shutdown(self):
+            seen["shutdown"] = True
+
+        def server_close(self):
+            pass
+
+    def fake_serve(path, port, host, background, allowed_hosts):
+        seen.update(host=host, allowed=list(allowed_hosts))
+        return _Server()
+
+    def interrupted(self, timeout=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(viewer, "serve", fake_serve)
+    monkeypatch.setattr(threading.Event, "wait", interrupted)
+    assert main(["view", str(tmp_path), "--allow-host", "box.lan", "--allow-host", "box"]) == 0
+    assert seen == {"host": "127.0.0.1", "allowed": ["box.lan", "box"], "shutdown": True}
+
+
+def test_a_json_map_over_its_size_limit_is_refused_before_it_is_read(tmp_path):
+    """64 MiB bounds the parse at about 0.8 GiB (Python's JSON objects take 9-10x the text)."""
+    from terrazero_env.maps import jsonmap
+    from terrazero_env.maps.sources import load_source
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(jsonmap.MAX_JSON_BYTES + 1)  # sparse: no bytes written
+    with pytest.raises(ValueError, match="big.json"):
+        load_source(str(big))
