@@ -156,3 +156,75 @@ def maps_differ(a: Any, b: Any, where: str = "map") -> str | None:
                 return d
         return None
     return None if a == b else f"{where}: {a!r} vs {b!r}"
+
+
+# ---------------------------------------------------------------- hostile inputs (hardening tests)
+# Small files asking for large allocations or deep recursion, written from the protobuf wire format
+# (field numbers of Waymo's scenario.proto / map.proto, as in womd_proto) and GPUDrive's JSON layout.
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def ld(number: int, body: bytes) -> bytes:
+    """A length-delimited field (a submessage, string or packed list)."""
+    return varint(number << 3 | 2) + varint(len(body)) + body
+
+
+_SID = ld(5, b"hostile")                           # Scenario.scenario_id
+# map_features { id: 1, lane { polyline: [(0, 0, 0), (10, 0, 0)] } }: a valid lane beside the hostile part
+_LANE = ld(8, varint(1 << 3) + varint(1) + ld(3, ld(8, b"") + ld(8, b"\x09" + np.float64(10.0).tobytes())))
+
+
+def hostile_records() -> dict[str, bytes]:
+    """Scenario records of at most a few MB, each asking for far more than the limits allow."""
+    empty_states = ld(3, b"")                      # Track.states: an empty ObjectState
+    track_2000 = ld(2, ld(3, b"") * 2000)          # Scenario.tracks: one track of 2,000 states
+    return {
+        # 60,000 signal steps, each naming a new lane: dense rows of 60,000 x 60,000 states
+        "60000 signal steps": _SID + _LANE + b"".join(ld(7, ld(1, varint(1 << 3) + varint(i))) for i in range(60_000)),
+        # 2,000 steps x 100 lane states, 200,000 distinct lanes: 400 million signal cells
+        "200000 signalled lanes": _SID + _LANE + b"".join(
+            ld(7, b"".join(ld(1, varint(1 << 3) + varint(s * 100 + k)) for k in range(100))) for s in range(2000)),
+        # one track of 2,000 states and 4,095 empty tracks: 8 million track cells
+        "tracks x steps": _SID + _LANE + track_2000 + ld(2, b"") * 4095,
+        # 100,000 empty tracks beside one of 2,000 states: 9.6 GB of track arrays
+        "100000 tracks": _SID + _LANE + track_2000 + ld(2, b"") * 100_000,
+        # one track of 100,000 states
+        "100000 states": _SID + _LANE + ld(2, empty_states * 100_000),
+        # 1.1 million empty left neighbours of one lane
+        "empty neighbours": _SID + _LANE + ld(8, varint(1 << 3) + varint(2) + ld(3, ld(11, b"") * 1_100_000)),
+        # a crosswalk of 2.1 million empty polygon points
+        "polygon points": _SID + _LANE + ld(8, varint(1 << 3) + varint(2) + ld(8, ld(1, b"") * 2_100_000)),
+        # 2.1 million packed exit-lane ids (one byte each)
+        "packed exit lanes": _SID + _LANE + ld(8, varint(1 << 3) + varint(2) + ld(3, ld(10, b"\x01" * 2_100_000))),
+        # 2.6 million unknown varint fields (field 20)
+        "unknown fields": _SID + _LANE + (varint(20 << 3) + b"\x00") * 2_600_000,
+        # 50,000 nested unknown groups (field 20, wire types 3 and 4)
+        "nested groups": _SID + _LANE + varint(20 << 3 | 3) * 50_000 + varint(20 << 3 | 4) * 50_000,
+    }
+
+
+def hostile_json() -> dict[str, str]:
+    """GPUDrive JSON documents of a few MB asking for far more than the limits allow, and one of
+    20,000 lanes inside them (whose lane-graph inference needed a 6 GB matrix)."""
+    import json
+
+    lane = '{"id": %d, "type": "lane", "map_element_id": 2, "geometry": [{"x": %g, "y": %g}, {"x": %g, "y": %g}]}'
+    lanes = [lane % (i, (i % 141) * 10.0, (i // 141) * 10.0, (i % 141) * 10.0 + 5, (i // 141) * 10.0)
+             for i in range(20_000)]
+    one = lane % (0, 0, 0, 5, 0)
+    pos = json.dumps([{"x": 0.0, "y": 0.0, "z": 0.0}] * 2000)
+    return {
+        "20000 lanes": '{"scenario_id": "lanes", "objects": [], "roads": [' + ", ".join(lanes) + "]}",
+        "objects x steps": '{"scenario_id": "objs", "roads": [' + one + '], "objects": [{"position": ' + pos + "}"
+                           + ', {"position": []}' * 100_000 + "]}",
+        "containers": '{"scenario_id": "c", "roads": [], "objects": [' + ", ".join(["[]"] * 2_100_000) + "]}",
+        "polygon points": '{"scenario_id": "p", "objects": [], "roads": [' + one + ', {"type": "crosswalk", "geometry": ['
+                          + ",".join(["0"] * 2_100_000) + "]}]}",
+    }

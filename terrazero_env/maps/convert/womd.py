@@ -10,6 +10,16 @@ One file holds many scenarios::
 
 ``to_scenario`` writes a ``Scene`` back as a ``Scenario`` proto (tests and ``tools/`` use it to make
 TFRecords from scenes read in other formats).
+
+A record is user input (docs/hardening.md, third pass). Before protobuf parses it, :func:`census` walks
+its wire bytes without building a message and counts what the parse and the conversion will allocate:
+protobuf elements (each becomes an object, about 400-500 bytes in the pure-Python runtime), map
+features, lanes, points, named lane ids, tracks and states per track, signal lane states and signalled
+lanes, timestamps; each is checked against :data:`MAX_PROTO_ELEMENTS`, :data:`MAX_PROTO_FIELDS` or
+``womd_scene.LIMITS``. Unknown groups are skipped iteratively and refused past
+:data:`MAX_GROUP_DEPTH` levels (protobuf's pure-Python parser recurses into them). :func:`to_scene`
+checks the message's own counts again before it sizes an array, and the ``scenario_id`` must be text
+that can name a file (``womd_scene.check_scenario_id``).
 """
 
 from __future__ import annotations
@@ -26,18 +36,240 @@ from ..builder import MapValidationError
 from ..schema import MapData
 from . import womd_proto as pb
 from .tfrecord import iter_records, read_record, record_offsets, write_records
-from .womd_scene import Scene, SceneLane, to_map_data
+from .womd_scene import LIMITS, Scene, SceneLane, check_counts, check_scenario_id, to_map_data
 
-__all__ = ["convert", "from_scenario", "iter_maps", "parse", "scenario_ids", "to_scenario", "to_scene", "write_tfrecord"]
+__all__ = ["MAX_GROUP_DEPTH", "MAX_PROTO_ELEMENTS", "MAX_PROTO_FIELDS", "census", "convert", "from_scenario", "iter_maps",
+           "parse", "scenario_ids", "to_scenario", "to_scene", "write_tfrecord"]
+
+#: Most protobuf elements in one record: submessages, unknown fields and repeated scalar values (each
+#: becomes an object when parsed: about 400-500 bytes in protobuf's pure-Python runtime). Real scenarios
+#: hold a few 100,000; the limit sits above ``LIMITS["points"]`` so a scene of many points is refused
+#: naming its points.
+MAX_PROTO_ELEMENTS = 2_500_000
+#: Most wire fields in one record (bounds the time of the census and of protobuf's parse).
+MAX_PROTO_FIELDS = 10_000_000
+#: Deepest nesting of unknown groups (wire types 3/4) in a record; Waymo's schema has none.
+MAX_GROUP_DEPTH = 16
+
+_VARINT, _FIXED64, _LEN, _START, _END, _FIXED32 = 0, 1, 2, 3, 4, 5
+_WIRE = {"double": _FIXED64, "float": _FIXED32, "int64": _VARINT, "int32": _VARINT, "bool": _VARINT, "string": _LEN}
+# (message, field) -> the census counter its elements add to
+_COUNTER = {("Scenario", "map_features"): "features", ("MapFeature", "lane"): "lanes",
+            ("LaneCenter", "entry_lanes"): "links", ("LaneCenter", "exit_lanes"): "links",
+            ("LaneCenter", "left_neighbors"): "links", ("LaneCenter", "right_neighbors"): "links",
+            ("LaneCenter", "left_boundaries"): "links", ("LaneCenter", "right_boundaries"): "links",
+            ("LaneNeighbor", "boundaries"): "links", ("StopSign", "lane"): "links",
+            ("Scenario", "tracks"): "tracks", ("Scenario", "timestamps_seconds"): "timestamps",
+            ("Scenario", "dynamic_map_states"): "signal_steps", ("DynamicMapState", "lane_states"): "signal_states",
+            ("Scenario", "tracks_to_predict"): "tracks_to_predict",
+            ("Scenario", "objects_of_interest"): "objects_of_interest"}
+
+
+def _schema() -> dict[str, dict[int, tuple]]:
+    """message -> field number -> (wire type, child message or None, repeated, counter or None, packable)."""
+    out: dict[str, dict[int, tuple]] = {}
+    for name, fields, _enums, _oneof in pb._MESSAGES:
+        spec = {}
+        for fname, number, label, ftype in fields:
+            child = ftype[4:] if ftype.startswith("msg:") else None
+            wire = _LEN if child else _VARINT if ftype.startswith("enum:") else _WIRE[ftype]
+            counter = "points" if child == "MapPoint" else _COUNTER.get((name, fname))
+            repeated = label == pb._REP
+            spec[number] = (wire, child, repeated, counter, repeated and wire != _LEN)
+        out[name] = spec
+    return out
+
+
+_SCHEMA = _schema()
+_HIGH = bytes(range(0x80, 0x100))
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise _Malformed(f"a varint runs past its message at byte {pos}")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise _Malformed(f"a varint longer than 10 bytes ends at byte {pos}")
+
+
+def census(data: bytes, where: str = "record") -> dict[str, int]:
+    """What parsing the ``Scenario`` record ``data`` and converting it will allocate, counted from its
+    wire bytes without building a message; raises ``MapValidationError`` naming ``where`` when a count
+    is over its limit (checked as the walk goes, so a hostile record stops early), when the bytes are
+    not protobuf wire format, or when unknown groups nest deeper than :data:`MAX_GROUP_DEPTH`. Iterative:
+    no recursion whatever the nesting."""
+    try:
+        return _census(data, where)
+    except _Malformed as e:
+        raise MapValidationError(f"{where}: not a WOMD Scenario proto (malformed wire data: {e})") from None
+
+
+def _census(buf: bytes, where: str) -> dict[str, int]:
+    counts = dict.fromkeys(("features", "lanes", "points", "links", "tracks", "timestamps", "signal_steps",
+                            "signal_states", "tracks_to_predict", "objects_of_interest"), 0)
+    limits = {"features": LIMITS["features"], "lanes": LIMITS["lanes"], "points": LIMITS["points"],
+              "links": LIMITS["links"], "tracks": LIMITS["tracks"], "timestamps": LIMITS["steps"],
+              "signal_steps": LIMITS["steps"], "signal_states": LIMITS["signal_states"],
+              "tracks_to_predict": LIMITS["tracks"], "objects_of_interest": LIMITS["tracks"]}
+    elements = fields = 0
+    states = max_states = 0
+    signal_lanes: set[int] = set()
+    stack: list[tuple[str, int]] = []
+    msg, end, pos = "Scenario", len(buf), 0
+    spec = _SCHEMA[msg]
+
+    def over(what: str, n: int, limit: int) -> MapValidationError:
+        return MapValidationError(f"{where}: {n} {what}, over the limit of {limit} (counted before parsing)")
+
+    while True:
+        if pos >= end:
+            if pos > end:
+                raise _Malformed(f"a field runs past the end of its message ({msg}) at byte {end}")
+            if not stack:
+                break
+            if msg == "Track":
+                max_states = max(max_states, states)
+            msg, end = stack.pop()
+            spec = _SCHEMA[msg]
+            continue
+        b = buf[pos]
+        if b < 0x80:
+            tag, pos = b, pos + 1
+        else:
+            tag, pos = _varint(buf, pos, end)
+        wt, num = tag & 7, tag >> 3
+        fields += 1
+        if fields > MAX_PROTO_FIELDS:
+            raise over("wire fields", fields, MAX_PROTO_FIELDS)
+        if num == 0:
+            raise _Malformed(f"field number 0 at byte {pos}")
+        f = spec.get(num)
+        if f is not None and wt == f[0]:
+            counter = f[3]
+            if counter is not None:
+                n = counts[counter] + 1
+                counts[counter] = n
+                if n > limits[counter]:
+                    raise over(counter.replace("_", " "), n, limits[counter])
+            if f[1] is not None:  # a submessage: walk into it
+                length, pos = _varint(buf, pos, end)
+                elements += 1
+                if elements > MAX_PROTO_ELEMENTS:
+                    raise over("protobuf elements", elements, MAX_PROTO_ELEMENTS)
+                if pos + length > end:
+                    raise _Malformed(f"a {f[1]} of {length} bytes runs past its message at byte {pos}")
+                if msg == "Track":
+                    states += 1
+                    if states > LIMITS["steps"]:
+                        raise over("states in one track", states, LIMITS["steps"])
+                elif f[1] == "Track":
+                    states = 0
+                stack.append((msg, end))
+                msg, end = f[1], pos + length
+                spec = _SCHEMA[msg]
+                continue
+            if f[2]:
+                elements += 1
+                if elements > MAX_PROTO_ELEMENTS:
+                    raise over("protobuf elements", elements, MAX_PROTO_ELEMENTS)
+            if wt == _VARINT:
+                value, pos = _varint(buf, pos, end)
+                if msg == "TrafficSignalLaneState" and num == 1:
+                    signal_lanes.add(value)
+            elif wt == _FIXED64:
+                pos += 8
+            elif wt == _FIXED32:
+                pos += 4
+            else:
+                length, pos = _varint(buf, pos, end)
+                pos += length
+            continue
+        if f is not None and f[4] and wt == _LEN:  # a packed repeated scalar
+            length, pos = _varint(buf, pos, end)
+            if pos + length > end:
+                raise _Malformed(f"a packed field of {length} bytes runs past its message at byte {pos}")
+            n = length // 8 if f[0] == _FIXED64 else length // 4 if f[0] == _FIXED32 else                 len(buf[pos:pos + length].translate(None, _HIGH))
+            pos += length
+            elements += n
+            if elements > MAX_PROTO_ELEMENTS:
+                raise over("protobuf elements", elements, MAX_PROTO_ELEMENTS)
+            if f[3] is not None:
+                counts[f[3]] += n
+                if counts[f[3]] > limits[f[3]]:
+                    raise over(f[3].replace("_", " "), counts[f[3]], limits[f[3]])
+            continue
+        # An unknown field (or a known one with another wire type, which protobuf keeps as unknown).
+        elements += 1
+        if elements > MAX_PROTO_ELEMENTS:
+            raise over("protobuf elements", elements, MAX_PROTO_ELEMENTS)
+        depth = 0
+        while True:
+            if wt == _VARINT:
+                _, pos = _varint(buf, pos, end)
+            elif wt == _FIXED64:
+                pos += 8
+            elif wt == _FIXED32:
+                pos += 4
+            elif wt == _LEN:
+                length, pos = _varint(buf, pos, end)
+                pos += length
+            elif wt == _START:
+                depth += 1
+                if depth > MAX_GROUP_DEPTH:
+                    raise MapValidationError(f"{where}: unknown protobuf groups nested deeper than {MAX_GROUP_DEPTH} "
+                                             f"levels at byte {pos} (refused)")
+            elif wt == _END:
+                depth -= 1
+                if depth < 0:
+                    raise _Malformed(f"an end-group tag without its start at byte {pos}")
+            else:
+                raise _Malformed(f"wire type {wt} at byte {pos}")
+            if pos > end:
+                raise _Malformed(f"a field runs past the end of its message ({msg}) at byte {end}")
+            if depth == 0:
+                break
+            if pos >= end:
+                raise _Malformed(f"a group is not closed by the end of its message ({msg})")
+            tag, pos = _varint(buf, pos, end)
+            wt = tag & 7
+            fields += 1
+            elements += 1
+            if fields > MAX_PROTO_FIELDS or elements > MAX_PROTO_ELEMENTS:
+                raise over("protobuf elements in unknown groups", elements, MAX_PROTO_ELEMENTS)
+    steps = max(max_states, counts["timestamps"], counts["signal_steps"])
+    out = {**counts, "elements": elements, "fields": fields, "steps": steps,
+           "track_states": counts["tracks"] * max_states, "signal_cells": len(signal_lanes) * counts["signal_steps"]}
+    check_counts({k: out[k] for k in ("steps", "track_states", "signal_cells")}, f"{where}")
+    return out
 
 
 def parse(data: bytes, where: str = "record") -> Any:
-    """A ``Scenario`` message from a record's bytes; ``MapValidationError`` if they are not one."""
+    """A ``Scenario`` message from a record's bytes, counted by :func:`census` before protobuf parses
+    it; ``MapValidationError`` if they are not one, ask for more than the limits allow, or hold a
+    ``scenario_id`` that is not UTF-8 text naming no file."""
+    census(data, where)
     try:
         sc = pb.Scenario.FromString(data)
+        sid = sc.scenario_id
     except DecodeError as e:
-        raise MapValidationError(f"{where}: not a WOMD Scenario proto ({e})") from None
-    if not sc.scenario_id and not sc.map_features and not sc.tracks:
+        raise MapValidationError(f"{where}: not a WOMD Scenario proto ({' '.join(str(e).split())[:200]})") from None
+    except UnicodeDecodeError:
+        raise MapValidationError(f"{where}: scenario_id is not UTF-8 text") from None
+    except RecursionError:  # the census refuses deep groups first; a backstop for other runtimes' parsers
+        raise MapValidationError(f"{where}: not a WOMD Scenario proto (nested too deeply)") from None
+    check_scenario_id(sid, where)
+    if not sid and not sc.map_features and not sc.tracks:
         raise MapValidationError(f"{where}: not a WOMD Scenario proto (no scenario_id, map features or tracks)")
     return sc
 
@@ -68,6 +300,11 @@ def to_scene(sc: Any) -> Scene:
             getattr(scene, kind + "s").append((int(f.id), _pts(getattr(f, kind).polygon)))
     n_steps = max([len(t.states) for t in sc.tracks] + [len(sc.timestamps_seconds)])
     a = len(sc.tracks)
+    n_sig = len(sc.dynamic_map_states)
+    sig_lanes = {int(ls.lane) for dms in sc.dynamic_map_states for ls in dms.lane_states}
+    check_counts({"tracks": a, "steps": max(n_steps, n_sig), "track_states": a * n_steps,
+                  "signal_states": sum(len(dms.lane_states) for dms in sc.dynamic_map_states),
+                  "signal_cells": len(sig_lanes) * n_sig}, f"scenario {sc.scenario_id}")
     state = np.zeros((a, n_steps, 6))
     valid = np.zeros((a, n_steps), bool)
     size = np.zeros((a, 3), np.float32)
@@ -112,21 +349,25 @@ def scenario_ids(path: str | os.PathLike[str]) -> list[str]:
     return [parse(r, f"{os.fspath(path)}: record {i}").scenario_id for i, r in enumerate(iter_records(path))]
 
 
-def iter_maps(path: str | os.PathLike[str], **options: Any) -> Iterator[tuple[int, str, MapData | MapValidationError]]:
-    """``(index, scenario_id, MapData or the error that rejected it)`` for every record of a file. A
-    framing error (bad CRC, truncation) ends the file: it raises, as nothing after it can be trusted."""
+def iter_maps(path: str | os.PathLike[str], **options: Any) -> Iterator[tuple[int, str, MapData | Exception]]:
+    """``(index, scenario_id, MapData or the error that rejected it)`` for every record of a file (an
+    error in one record, expected or not, is that record's). A framing error (bad CRC, truncation) ends
+    the file: it raises, as nothing after it can be trusted."""
     p = os.fspath(path)
     for i, data in enumerate(iter_records(p)):
         where = f"{p}: record {i}"
         try:
             sc = parse(data, where)
-        except MapValidationError as e:
+        except Exception as e:  # MapValidationError, or anything unexpected: this record only
             yield i, "", e
             continue
         try:
-            yield i, sc.scenario_id, from_scenario(sc, handedness=options.get("handedness"))
+            m: MapData | Exception = from_scenario(sc, handedness=options.get("handedness"))
         except MapValidationError as e:
-            yield i, sc.scenario_id, MapValidationError(f"{where} (scenario {sc.scenario_id}): {e}")
+            m = MapValidationError(f"{where} (scenario {sc.scenario_id}): {e}")
+        except Exception as e:
+            m = e
+        yield i, sc.scenario_id, m
 
 
 def convert(path: str | os.PathLike[str], *, index: int | None = None, scenario: str | None = None,

@@ -23,6 +23,13 @@ Mapping (Waymo's WOMD documentation, "Motion dataset: Scenario proto"):
 
 Coordinates are shifted so the map's bounding box is centred on the origin (the engine's single
 precision keeps centimetres near the origin, not 8 km out); ``metadata["origin"]`` is the shift.
+
+A scene is user input (docs/hardening.md, third pass): every count that sizes an allocation (lanes,
+points of polylines and polygons, lane ids named, tracks x steps, signal states and signalled lanes x
+steps, candidate pairs of the spatial searches) is checked against :data:`LIMITS` before the allocation,
+by the readers from their input and here again from the ``Scene``; lane and track ids must be unique.
+The nearest-lane-end searches hash points into a uniform grid (:func:`near_pairs`), so their work
+follows the pairs of nearby points, not the product of two counts.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import infer_handedness
-from ..builder import MapValidationError
+from ..builder import MAX_MAP_EXTENT, MapValidationError
 from ..schema import (
     AgentType,
     Handedness,
@@ -51,7 +58,8 @@ from ..schema import (
     Tracks,
 )
 
-__all__ = ["LIMITS", "Scene", "SceneLane", "SIGNAL_STATES", "STOP_SIGN_REACH", "to_map_data"]
+__all__ = ["LIMITS", "MAX_ID_CHARS", "Scene", "SceneLane", "SIGNAL_STATES", "STOP_SIGN_REACH", "check_counts",
+           "check_extent", "check_limits", "check_scenario_id", "near_pairs", "scene_counts", "to_map_data"]
 
 _MPH = 0.44704
 #: Waymo's TrafficSignalLaneState.State names by code.
@@ -65,8 +73,27 @@ _LINE = {0: RoadLineType.DASHED_WHITE, 1: RoadLineType.DASHED_WHITE, 2: RoadLine
 _AGENT = {1: AgentType.CAR, 2: AgentType.PEDESTRIAN, 3: AgentType.CYCLIST}
 #: metres from a stop sign to the end of a lane it controls, when the scene names no lanes.
 STOP_SIGN_REACH = 8.0
-#: Limits on what one scene may ask of the converter (a trust boundary: the file is user input).
-LIMITS = {"lanes": 20_000, "features": 100_000, "points": 5_000_000, "tracks": 4_096, "steps": 2_000}
+#: Limits on what one scene may ask of the converters (a trust boundary: the file is user input). Each
+#: reader checks the counts it is about to allocate against these before allocating (docs/hardening.md,
+#: third pass, has the memory each one bounds).
+LIMITS = {
+    "lanes": 20_000,             # lane centres
+    "features": 100_000,         # map features of every kind
+    "points": 2_000_000,         # points of every polyline and polygon, stop-sign and stop-point positions
+    "links": 1_000_000,          # lane ids named by lanes (entry, exit, neighbours, boundaries) and stop signs,
+                                 # and the successor links the JSON reader infers
+    "tracks": 4_096,
+    "steps": 2_000,              # states of one track, timestamps, signal steps
+    "track_states": 1_000_000,   # tracks x steps: the cells of the track arrays
+    "signal_states": 200_000,    # logged signal lane states (one per head and step)
+    "signal_cells": 1_000_000,   # signalled lanes x signal steps: the cells of the per-lane state rows
+    "search_pairs": 20_000_000,  # candidate point pairs one spatial search compares (time; memory is in chunks)
+}
+_WHAT = {"track_states": "track cells (tracks x steps)", "signal_cells": "signal cells (signalled lanes x steps)",
+         "search_pairs": "candidate pairs for the nearest-lane search", "signal_states": "signal lane states"}
+#: Longest scenario id (characters); it names the scene's file in a dataset.
+MAX_ID_CHARS = 256
+_SEARCH_CHUNK = 1 << 20
 _BIKE_WIDTH, _LANE_WIDTH = 1.8, 3.5
 
 
@@ -127,15 +154,154 @@ def _clean(points: Any, where: str, min_points: int) -> np.ndarray:
     return a if a.shape[0] >= min_points else np.zeros((0, 3))
 
 
+def check_counts(counts: dict[str, int], where: str) -> None:
+    """Raise ``MapValidationError`` naming ``where`` when a count is over its :data:`LIMITS` entry."""
+    for what, n in counts.items():
+        if what in LIMITS and n > LIMITS[what]:
+            raise MapValidationError(f"{where}: {n} {_WHAT.get(what, what)}, over the limit of {LIMITS[what]}")
+
+
+def check_scenario_id(sid: Any, where: str) -> str:
+    """``sid`` when it is text that can name a file and a line of output: a string of at most
+    :data:`MAX_ID_CHARS` characters, no control characters, no lone surrogates (bytes that were not UTF-8)."""
+    if not isinstance(sid, str):
+        raise MapValidationError(f"{where}: scenario_id must be a string, got {type(sid).__name__}")
+    if len(sid) > MAX_ID_CHARS:
+        raise MapValidationError(f"{where}: scenario_id is {len(sid)} characters long, over {MAX_ID_CHARS}")
+    bad = next((c for c in sid if ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        kind = "a lone surrogate {:#06x} (not UTF-8 text)" if 0xD800 <= ord(bad) <= 0xDFFF else "a control character {:#04x}"
+        raise MapValidationError(f"{where}: scenario_id {ascii(sid)[:80]} holds {kind.format(ord(bad))}")
+    return sid
+
+
+def scene_counts(scene: Scene) -> dict[str, int]:
+    """The counts :data:`LIMITS` bounds, of a ``Scene``."""
+    polys = [x[-1] for x in scene.road_lines + scene.road_edges] + [x[-1] for x in
+                                                                    scene.crosswalks + scene.speed_bumps + scene.driveways]
+    n_pts = (sum(len(ln.polyline) for ln in scene.lanes) + sum(len(p) for p in polys) + len(scene.stop_signs)
+             + len(scene.signals))
+    st = np.shape(scene.track_state)
+    n_tracks, n_steps = (int(st[0]), int(st[1])) if len(st) >= 2 else (0, 0)
+    sig_steps = max([len(v[0]) for v in scene.signals.values()] + [0])
+    return {
+        "lanes": len(scene.lanes),
+        "features": (len(scene.lanes) + len(scene.road_lines) + len(scene.road_edges) + len(scene.stop_signs)
+                     + len(scene.crosswalks) + len(scene.speed_bumps) + len(scene.driveways)),
+        "points": n_pts,
+        "links": (sum(len(ln.entry) + len(ln.exit) + len(ln.left) + len(ln.right) for ln in scene.lanes)
+                  + sum(len(x[1]) for x in scene.stop_signs)),
+        "tracks": n_tracks, "steps": max(n_steps, int(np.size(scene.timestamps)), sig_steps),
+        "track_states": n_tracks * n_steps,
+        "signal_states": sum(int(np.count_nonzero(np.asarray(v[0]) >= 0)) for v in scene.signals.values()),
+        "signal_cells": len(scene.signals) * sig_steps,
+    }
+
+
 def check_limits(scene: Scene) -> None:
-    """Raise ``MapValidationError`` when a scene exceeds :data:`LIMITS`."""
-    n_feat = (len(scene.lanes) + len(scene.road_lines) + len(scene.road_edges) + len(scene.stop_signs)
-              + len(scene.crosswalks) + len(scene.speed_bumps) + len(scene.driveways))
-    n_pts = sum(len(ln.polyline) for ln in scene.lanes) + sum(len(x[-1]) for x in scene.road_lines + scene.road_edges)
-    for what, n in (("lanes", len(scene.lanes)), ("features", n_feat), ("points", n_pts),
-                    ("tracks", scene.track_state.shape[0]), ("steps", scene.track_state.shape[1])):
-        if n > LIMITS[what]:
-            raise MapValidationError(f"scenario {scene.scenario_id}: {n} {what}, over the limit of {LIMITS[what]}")
+    """Raise ``MapValidationError`` when a scene exceeds :data:`LIMITS`, or repeats a lane or track id
+    (a second lane with one id would take the first one's links; a track id names one agent)."""
+    where = f"scenario {scene.scenario_id}"
+    check_counts(scene_counts(scene), where)
+    for what, ids in (("lane", [ln.id for ln in scene.lanes]), ("track", np.asarray(scene.track_ids).tolist())):
+        seen: set[int] = set()
+        for i in ids:
+            if i in seen:
+                raise MapValidationError(f"{where}: {what} id {i} appears twice ({what} ids must be unique)")
+            seen.add(i)
+
+
+def check_extent(points: list[np.ndarray], where: str, names: list[str] | None = None) -> None:
+    """Raise when lane points are not finite or span more than the builder's ``MAX_MAP_EXTENT`` (checked
+    before the spatial searches, whose grid follows the extent); ``names[k]`` names ``points[k]``."""
+    parts = [np.asarray(p, np.float64).reshape(-1, 3)[:, :2] for p in points]
+    xy = np.concatenate(parts + [np.zeros((0, 2))])
+    if not xy.shape[0]:
+        return
+    if not np.all(np.isfinite(xy)):
+        k = next(k for k, p in enumerate(parts) if not np.all(np.isfinite(p)))
+        raise MapValidationError(f"{where}: {names[k] if names else f'polyline {k}'}: coordinates are not finite")
+    lo, hi = xy.min(0), xy.max(0)
+    if float(np.max(hi - lo)) > MAX_MAP_EXTENT:
+        raise MapValidationError(f"{where}: lanes span {hi[0] - lo[0]:.0f} m x {hi[1] - lo[1]:.0f} m, over the "
+                                 f"{MAX_MAP_EXTENT:.0f} m map extent limit")
+
+
+def near_pairs(q: np.ndarray, p: np.ndarray, r: float, where: str):
+    """Candidate pairs ``(query rows, point rows)`` of query points ``q [n, 2]`` and points ``p [m, 2]``
+    that may lie within ``r`` of each other: every pair closer than ``r`` is among them (callers filter by
+    the exact distance). A uniform grid of cell ``r`` over ``p``'s box: the work follows the points in
+    the 3 x 3 cells around each query, not ``n x m``. Yields chunks of about a million pairs; raises
+    ``MapValidationError`` when the candidates exceed ``LIMITS["search_pairs"]``. Non-finite queries and
+    queries farther than ``r`` outside ``p``'s box have none."""
+    q = np.asarray(q, np.float64).reshape(-1, 2)
+    p = np.asarray(p, np.float64).reshape(-1, 2)
+    keep_p = np.nonzero(np.isfinite(p).all(1))[0]
+    if not q.shape[0] or not keep_p.shape[0]:
+        return
+    cell = float(r) * (1 + 1e-9)
+    pk = p[keep_p]
+    pmin, pmax = pk.min(0), pk.max(0)
+    lo = pmin - 2 * cell
+    n_cells = np.floor((pmax + 2 * cell - lo) / cell).astype(np.int64) + 1
+    if np.any(n_cells > 1 << 30):
+        raise MapValidationError(f"{where}: points span {float(np.max(pmax - pmin)):.0f} m, too wide for a "
+                                 f"{r} m search grid")
+    ny = int(n_cells[1])
+    cp = np.floor((pk - lo) / cell).astype(np.int64)
+    key_p = cp[:, 0] * ny + cp[:, 1]
+    order = np.argsort(key_p, kind="stable")
+    sorted_keys = key_p[order]
+    with np.errstate(invalid="ignore"):
+        inside = np.isfinite(q).all(1) & np.all(q >= pmin - cell, axis=1) & np.all(q <= pmax + cell, axis=1)
+    rows = np.nonzero(inside)[0]
+    if not rows.shape[0]:
+        return
+    cq = np.floor((q[rows] - lo) / cell).astype(np.int64)
+    key_q = cq[:, 0] * ny + cq[:, 1]
+    offsets = np.array([dx * ny + dy for dx in (-1, 0, 1) for dy in (-1, 0, 1)], np.int64)
+    keys = key_q[:, None] + offsets[None, :]
+    first = np.searchsorted(sorted_keys, keys, "left")
+    count = np.searchsorted(sorted_keys, keys, "right") - first
+    total = int(count.sum())
+    check_counts({"search_pairs": total}, where)
+    per_row = count.sum(1)
+    cum = np.cumsum(per_row)
+    i = 0
+    while i < rows.shape[0]:
+        done = int(cum[i - 1]) if i else 0
+        j = min(max(int(np.searchsorted(cum, done + _SEARCH_CHUNK, "right")), i + 1), rows.shape[0])
+        c, f = count[i:j].ravel(), first[i:j].ravel()
+        n = int(c.sum())
+        if n:
+            qi = np.repeat(np.repeat(rows[i:j], offsets.shape[0]), c)
+            pos = np.repeat(f - (np.cumsum(c) - c), c) + np.arange(n)
+            yield qi, keep_p[order[pos]]
+        i = j
+
+
+def _nearest(q: np.ndarray, p: np.ndarray, r: float, where: str, exclude: np.ndarray | None = None,
+             strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the row of the nearest point within ``r`` (``<= r``, or ``< r`` with ``strict``),
+    the lowest row on a tie, and its distance; -1 and inf where none. ``exclude[k]``: a row query ``k``
+    must not take."""
+    best = np.full(q.shape[0], -1, np.int64)
+    dist = np.full(q.shape[0], np.inf)
+    for qi, pi in near_pairs(q, p, r, where):
+        d = np.linalg.norm(p[pi] - q[qi], axis=1)
+        ok = (d < r) if strict else (d <= r)
+        if exclude is not None:
+            ok &= pi != exclude[qi]
+        qi, pi, d = qi[ok], pi[ok], d[ok]
+        if not qi.shape[0]:
+            continue
+        o = np.lexsort((pi, d, qi))
+        qi, pi, d = qi[o], pi[o], d[o]
+        head = np.r_[True, qi[1:] != qi[:-1]]
+        qi, pi, d = qi[head], pi[head], d[head]
+        better = (d < dist[qi]) | ((d == dist[qi]) & (pi < best[qi]))
+        best[qi[better]], dist[qi[better]] = pi[better], d[better]
+    return best, dist
 
 
 def _turn(p: np.ndarray) -> Movement:
@@ -159,6 +325,7 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
     lanes = [scene.lanes[i] for i in kept]
     polys = [polys[i] for i in kept]
     index = {ln.id: i for i, ln in enumerate(lanes)}
+    check_extent(polys, f"scenario {sid}")
     allpts = np.concatenate(polys)
     lo, hi = allpts[:, :2].min(0), allpts[:, :2].max(0)
     origin = np.r_[np.round((lo + hi) / 2), 0.0]
@@ -214,18 +381,20 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
     ends = np.array([p[-1, :2] for p in polys])
     sig_line, sig_move, sig_pos, sig_lanes, sig_states, sig_ids = [], [], [], [], [], []
     skipped_signals = 0
-    for lane_id in sorted(scene.signals):
+    # The bar lies across the end of the lane leading in (the builder ties stop lines to lane ends): the
+    # lane whose end is nearest the governed lane's start, under 1 m (the lowest row on a tie); heads of
+    # the lanes leaving one approach share its bar.
+    governed = np.array([index.get(lane_id, -1) for lane_id in sorted(scene.signals)], np.int64)
+    approach_of, _ = _nearest(starts[np.maximum(governed, 0)], ends, 1.0, f"scenario {sid}: signals",
+                              exclude=governed, strict=True)
+    for n_sig, lane_id in enumerate(sorted(scene.signals)):
         states, stop = scene.signals[lane_id]
         if lane_id not in index:
             skipped_signals += 1
             continue
         k = index[lane_id]
-        # The bar lies across the end of the lane leading in (the builder ties stop lines to lane ends);
-        # heads of the lanes leaving one approach share its bar.
-        gap = np.linalg.norm(ends - starts[k], axis=1)
-        gap[k] = np.inf
-        approach = int(np.argmin(gap))
-        if gap[approach] >= 1.0:
+        approach = int(approach_of[n_sig])
+        if approach < 0:
             skipped_signals += 1
             continue
         sig_line.append(bar(approach))
@@ -235,15 +404,20 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
         sig_states.append([int(s) for s in states])
         sig_ids.append(int(lane_id))
     stop_line_ids, stop_pos = [], []
-    for _fid, ctl, pos in scene.stop_signs:
-        pos = np.asarray(pos, np.float64).reshape(3) - origin
+    taken = set(sig_line)
+    sign_pos = np.array([np.asarray(pos, np.float64).reshape(3) for _, _, pos in scene.stop_signs]).reshape(-1, 3)
+    sign_pos = sign_pos - origin
+    # a sign that names no lane of the scene controls the nearest lane end within reach (lowest row on a tie)
+    nearest_end, _ = _nearest(sign_pos[:, :2], ends, STOP_SIGN_REACH, f"scenario {sid}: stop signs")
+    for n_sign, (_fid, ctl, _pos) in enumerate(scene.stop_signs):
+        pos = sign_pos[n_sign]
         ids = [index[x] for x in ctl if x in index]
         if not ids:
-            d = np.linalg.norm(ends - pos[:2], axis=1)
-            ids = [int(np.argmin(d))] if d.min() <= STOP_SIGN_REACH else []
+            ids = [int(nearest_end[n_sign])] if nearest_end[n_sign] >= 0 else []
         for k in ids:
             b = bar(k)
-            if b not in stop_line_ids and b not in sig_line:
+            if b not in taken:  # a bar is controlled once: by its signal, or by the first sign naming it
+                taken.add(b)
                 stop_line_ids.append(b)
                 stop_pos.append(pos)
 
