@@ -244,7 +244,58 @@ def third_pass(d: Path, base: Path, victim: Path) -> list[tuple[str, str, list[s
     model.save(d / "nan.zip")
     out.append(("4 silent", "eval, a checkpoint of NaN weights", ["eval", str(d / "nan.zip"), "--preset", "quick",
                                                                    "--episodes", "1"], cli, {}))
+    out += _replay_cases(d)
+    import gzip
+
+    (d / "womd").mkdir()
+    (d / "womd" / "big.tfrecord").write_bytes(gzip.compress(bytes(64 << 20), mtime=0))
+    (d / "womd_json").mkdir()
+    (d / "womd_json" / "scene.json").write_text(json.dumps({"name": "s", "metadata": [1, 2], "objects": [],
+                                                              "roads": [], "tl_states": {}}))
+    out += [
+        ("2 work", "build-dataset, a gzip TFRecord (64 MiB of zeros)", ["maps", "build-dataset", str(d / "womd"),
+                                                                        "-o", str(d / "ds1"), "--workers", "1"], cli, {}),
+        ("6 errors", "build-dataset, a JSON metadata list", ["maps", "build-dataset", str(d / "womd_json"), "-o",
+                                                            str(d / "ds2"), "--workers", "1"], cli, {}),
+    ]
     return out
+
+
+def _replay_cases(d: Path) -> list[tuple[str, str, list[str], str, dict]]:
+    """Replays whose few KB declare gigabytes: 3,000 arrays over one block of zeros (the red team's
+    24 GB), and a gzip stream that inflates past the reader's limit."""
+    import gzip
+    import struct
+
+    from terrazero_env import engine as core
+    from terrazero_env.config.io import load_config
+    from terrazero_env.replay import MAGIC, MAX_RAW_BYTES, ReplayRecorder, save_replay
+
+    e = core.Engine(load_config("quick").with_overrides(num_worlds=1))
+    e.reset([0], [3])
+    rec = ReplayRecorder(e)
+    rec.capture()
+    for _ in range(4):
+        e.step(e.reference_actions())
+        rec.capture()
+    raw = gzip.decompress(save_replay(rec.replay(), d / "good.tzr").read_bytes())
+    (hlen,) = struct.unpack_from("<I", raw, len(MAGIC))
+    start = len(MAGIC) + 4
+    header, body = json.loads(raw[start:start + hlen]), raw[start + hlen:]
+    block = 8 << 20
+    header["arrays"] += [{"name": f"junk{k}", "dtype": "i2", "shape": [block // 2], "offset": len(body),
+                          "nbytes": block, "unit": 0.01, "delta": False} for k in range(3000)]
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * ((-(len(MAGIC) + 4 + len(hb))) % 8)
+    (d / "overlap.tzr").write_bytes(gzip.compress(MAGIC + struct.pack("<I", len(hb)) + hb + body + bytes(block), mtime=0))
+    (d / "bomb.tzr").write_bytes(gzip.compress(bytes(MAX_RAW_BYTES + (1 << 20)), compresslevel=9, mtime=0))
+    cli = "terrazero_env.cli"
+    return [
+        ("2 work", "view, .tzr of 3,000 arrays over one block", ["view", str(d / "overlap.tzr"), "--html",
+                                                                 str(d / "o.html")], cli, {}),
+        ("2 work", "view, .tzr gzip bomb (129 MiB of zeros)", ["view", str(d / "bomb.tzr"), "--html",
+                                                              str(d / "b.html")], cli, {}),
+    ]
 
 
 def main() -> None:
