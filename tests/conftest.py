@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import matplotlib
 import numpy as np
@@ -151,3 +152,28 @@ def straight_road(length: float = 200.0) -> MapData:
 
     return MapData(lanes=lanes, road_edges=Polylines(edges), intersections=Intersections.create([]),
                    handedness=Handedness.RIGHT, name="straight_road")
+
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through selenium (Debian's ``chromium`` and ``chromium-driver``; ``.ci/run``
+    installs them); the browser tests skip, saying why, where they are absent."""
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium chromium-driver; .ci/run does)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900",
+                "--force-device-scale-factor=1"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()

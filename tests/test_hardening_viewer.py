@@ -50,8 +50,6 @@ from terrazero_env.viewer import _folder_entries, index_html, viewer_html, write
 
 TIMEOUT = 60.0
 MEMORY_CAP = 3 * 1024**3  # bytes of address space
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-CHROMEDRIVER = shutil.which("chromedriver")
 
 # One string that is markup three ways: an element with an inline handler, the end of a script element
 # followed by a new one, and an attribute break-out. Each sets window.pwned if it ever runs.
@@ -597,25 +595,6 @@ def test_served_pages_carry_a_content_security_policy(served):
 
 # --------------------------------------------------------------------------------------------------
 # the pages in a real browser: nothing injected runs, the CSP blocks what would, the page still works
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("headless Chromium is not installed (apt-get install chromium chromium-driver; .ci/run does)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900",
-                "--force-device-scale-factor=1"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield driver
-    driver.quit()
-
 
 def _open(browser, url: str) -> None:
     browser.get_log("browser")

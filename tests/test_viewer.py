@@ -23,8 +23,6 @@ from terrazero_env.render import with_kinds
 from terrazero_env.replay import HEADING_UNIT, POS_UNIT, ReplayRecorder, load_replay
 from terrazero_env.viewer import index_html, serve, viewer_html, write_viewer
 
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-CHROMEDRIVER = shutil.which("chromedriver")
 STEPS = 80
 
 
@@ -58,25 +56,6 @@ def recorded(tmp_path_factory):
     rec, states = _record(**{"init.num_agents": [30, 30], "road_users.pedestrians.jaywalk_rate": 0.2})
     path = rec.save(tmp_path_factory.mktemp("replays") / "planner.tzr")
     return path, states
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("headless Chromium is not installed (apt-get install chromium chromium-driver; .ci/run does)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900",
-                "--force-device-scale-factor=1"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield driver
-    driver.quit()
 
 
 def _open(browser, page):

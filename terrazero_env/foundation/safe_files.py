@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "append_text", "atomic_path", "atomic_write", "atomic_writer", "check_write_target", "load_json", "read_array", "read_bytes", "read_text",
+__all__ = ["MAX_JSON_DEPTH", "UnsafeFileError", "append_text", "atomic_path", "atomic_write", "atomic_writer", "check_write_target", "load_json", "open_regular", "read_array", "read_bytes", "read_text",
            "refuse_link"]
 
 MAX_JSON_DEPTH = 64
@@ -46,12 +46,23 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _open_regular(p: str, max_bytes: int, what: str) -> tuple[int, int]:
-    """An open descriptor of the regular file ``p`` and its size, checked against ``max_bytes``."""
+def open_regular(p: str | os.PathLike[str], max_bytes: int, what: str = "file",
+                 follow_links: bool = True) -> tuple[int, int]:
+    """An open descriptor of the regular file ``p`` and its size, checked against ``max_bytes``:
+    opened without blocking (a FIFO is refused, not waited on) and checked by ``fstat``; with
+    ``follow_links=False`` a symbolic link at ``p`` is refused too. The caller closes it."""
+    p = os.fspath(p)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(p, flags)
     except IsADirectoryError:
         raise UnsafeFileError(f"{what} {p}: a folder, not a file") from None
+    except OSError:
+        if not follow_links and os.path.islink(p):
+            raise UnsafeFileError(f"{what} {p}: a symbolic link (refused)") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -71,7 +82,7 @@ def read_array(path: str | os.PathLike[str], max_bytes: int, what: str = "file",
     by ``fstat``); ``what`` names the kind of file in errors (``"map"``, ``"dataset manifest"``). A
     file that shrinks while read gives its shorter content (checked by the format's own header)."""
     p = os.fspath(path)
-    fd, size = _open_regular(p, max_bytes, what)
+    fd, size = open_regular(p, max_bytes, what)
     try:
         raw = np.empty(size + align, np.uint8)
         start = (-raw.ctypes.data) % align
@@ -204,26 +215,15 @@ def atomic_path(path: str | os.PathLike[str], what: str = "file") -> Iterator[Pa
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, what: str = "file") -> Path:
     """Write ``data`` to ``path`` atomically: a fresh temporary file (unpredictable name, created
     exclusively) in the same folder, flushed to disk, then renamed over ``path``. A ``path`` that is a
-    symbolic link is refused; the temporary file is removed on any failure."""
-    target = check_write_target(path, what)
+    symbolic link (or anything but a regular file) is refused; the temporary file is removed on any
+    failure."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return target
+    with atomic_path(path, what) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(path)
 
 
 def _read_umask() -> int:

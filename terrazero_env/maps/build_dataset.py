@@ -129,16 +129,12 @@ def _digest(path: Path) -> tuple[int, str]:
     """Size and SHA-256 of the regular file ``path`` (not a link: opened with ``O_NOFOLLOW``, without
     blocking, checked by ``fstat``), read in chunks."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd, _ = safe_files.open_regular(path, MAX_SCENE_BYTES, "scene file", follow_links=False)
+    except UnsafeFileError:
+        raise
     except OSError as e:
-        kind = "a symbolic link" if os.path.islink(path) else (e.strerror or "unreadable")
-        raise UnsafeFileError(f"scene file {path}: {kind}") from None
+        raise UnsafeFileError(f"scene file {path}: {e.strerror or 'unreadable'}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFileError(f"scene file {path}: {_kind(st.st_mode)}, not a regular file")
-        if st.st_size > MAX_SCENE_BYTES:
-            raise UnsafeFileError(f"scene file {path}: {st.st_size} bytes, over the {MAX_SCENE_BYTES}-byte limit")
         h, n = hashlib.sha256(), 0
         while True:
             chunk = os.read(fd, 1 << 20)
