@@ -11,9 +11,9 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode
 
-from ..foundation.checks import check_int
 from ..config import EngineConfig
 from ..config.io import load_config
+from ..foundation.checks import check_int
 from ..maps import Dataset
 from .conventions import EnvClosedError, check_overrides
 from .multi import ParallelDriveEnv, aec_env, parallel_env

@@ -55,7 +55,6 @@ from .metrics import (
     t_quantile,
     wilson_interval,
 )
-
 from .rollout import Actor, as_actor, drive
 
 # The interval and table helpers live in :mod:`terrazero_env.evaluation.metrics`; they stay importable
