@@ -48,7 +48,7 @@ from traffic cimport StopRules, traffic_rules, front_centre
 from roadusers cimport IdmParams, idm_step, idm_draw_mode
 from lanechange cimport LaneChangeParams
 from idm_law cimport idm_accel
-from static_actors cimport StaticParams, place_static_actors
+from static_actors cimport StaticParams, place_route_group, place_static_actors
 from metrics cimport MetricParams, metric_params_default, episode_metrics_step, handed_progress_step, box_ttc, collision_type
 from orca cimport ORCA_MAX_LINES, OrcaLine, orca_line, orca_solve, orca_velocity, orca_insert, half_plane_violation
 from pedestrians cimport PedParams, PedState, N_PED_STATS, PS_PENDING, pedestrians_reset, pedestrians_step

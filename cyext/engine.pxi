@@ -97,6 +97,7 @@ cdef class Engine:
     cdef double* mix_draws                   # [W, 3]: this episode's IDM share, worker probability, planner share
     cdef double planner_fraction, planner_fraction_hi   # range of the planner share of IDM vehicles
     cdef double route_blocks, route_block_lo, route_block_hi, route_block_offset  # placement.pxi (_route_blocks)
+    cdef double route_block_w[3]  # stopped vehicle, construction zone, crash cluster (relative frequencies)
     cdef PlannerParams planp                 # planner-driven traffic (planner.pxd)
     cdef PlanState* plan                     # [W * max_agents]: per-row planner state (on for planner vehicles)
     cdef PedParams pedp                      # rule-based pedestrians (pedestrians.pxd)

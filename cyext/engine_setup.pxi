@@ -51,6 +51,7 @@ ENGINE_SETTINGS = (
     "road_users.lane_change_distance", "road_users.lane_change_clear_ahead", "road_users.lane_change_safe_decel",
     "road_users.lane_change_cooldown", "road_users.lane_change_lookahead", "road_users.lane_change_margin",
     "road_users.route_blocks", "road_users.route_block_distance", "road_users.route_block_offset",
+    "road_users.route_block_kinds",
     # rule-based pedestrians
     "road_users.pedestrians.crossing_rate_range", "road_users.pedestrians.group_probs",
     "road_users.pedestrians.group_size", "road_users.pedestrians.stagger_interval",

@@ -415,19 +415,25 @@ cdef void _goal_to_neighbour(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
     a.goal_z = z
 
 cdef Py_ssize_t _route_blocks(Engine e, Py_ssize_t w, Py_ssize_t n) noexcept nogil:
-    """Stopped vehicles in the controlled vehicles' way (``RoadUsersConfig.route_blocks``): for each
-    controlled car, truck or bus, with that probability, a stopped car on its lane-graph route to its
-    goal (``lanegraph.route_successor``), ``route_block_distance`` ahead, its goal at least 10 m past
-    it, outside junctions, shifted up to ``route_block_offset`` towards the curb, clear of every agent
-    placed and on the road; where none fits, none. Returns the new agent count."""
+    """Obstacles in the controlled vehicles' way (``RoadUsersConfig.route_blocks``): for each
+    controlled car, truck or bus, with that probability, an obstacle on its lane-graph route to its
+    goal (``lanegraph.route_successor``), ``route_block_distance`` ahead, outside junctions, clear of
+    every agent placed and on the road; where none fits, none. What stands there follows
+    ``route_block_kinds``: a stopped car shifted up to ``route_block_offset`` towards the curb (the
+    goal at least 10 m past it), a construction zone (``static_actors.place_route_group``: a cone
+    taper or lane-block line with the world's workers; the goal 34 m past its start) or a crash
+    cluster (a rear-end chain or a T-bone; the goal 25 m past its start). Returns the new agent count."""
     cdef Rng* rng = &e.rngs[w]
     cdef const MapC* m = e.wmap[w]
     cdef Py_ssize_t base = w * e.max_agents, i, j, n0 = n
     cdef Agent* a
     cdef Agent* b
-    cdef int lane
-    cdef double d, s, goal_d, off, curb = 1.0 if m.handedness == 1 else -1.0
+    cdef int lane, kind
+    cdef double d, s, goal_d, off, u, curb = 1.0 if m.handedness == 1 else -1.0
+    cdef double w0 = e.route_block_w[0], w1 = e.route_block_w[1], w2 = e.route_block_w[2]
     cdef bint ok
+    cdef StaticParams sp = e.statp
+    sp.worker_prob = e.mix_draws[3 * w + 1]
     for i in range(n0):
         a = &e.agents[base + i]
         if n >= e.max_agents:
@@ -438,9 +444,15 @@ cdef Py_ssize_t _route_blocks(Engine e, Py_ssize_t w, Py_ssize_t n) noexcept nog
             continue
         d = rng_range(rng, e.route_block_lo, e.route_block_hi)
         off = rng_range(rng, 0.0, e.route_block_offset)
+        kind = 0
+        if w1 > 0 or w2 > 0:  # drawn only when something besides a stopped vehicle may stand there
+            u = rng_uniform(rng) * (w0 + w1 + w2)
+            kind = 0 if u < w0 else (1 if u < w0 + w1 else 2)
         a.lane_arc = a.lane_s
         goal_d = goal_route_distance(m, a, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
-        if goal_d < d + 10.0:
+        # the goal lies 10 m past the obstacle: past a vehicle, a zone's cones and workers (up to 24 m
+        # long) or a cluster's vehicles (up to about 15 m)
+        if goal_d < d + (10.0 if kind == 0 else (34.0 if kind == 1 else 25.0)):
             continue
         lane = a.lane
         s = a.lane_s + d
@@ -448,6 +460,10 @@ cdef Py_ssize_t _route_blocks(Engine e, Py_ssize_t w, Py_ssize_t n) noexcept nog
             s -= lane_length(m, lane)
             lane = route_successor(m, a, lane, e.lane_max_dist, e.z_gate, e.rform.route_cap, &e.lg[w])
         if lane < 0 or m.lane_inter[lane] >= 0:
+            continue
+        if kind != 0:
+            n = place_route_group(m, rng, &e.agents[base], <int>n, <int>e.max_agents, &sp, e.cp, e.z_gate, kind,
+                                  lane, s)
             continue
         b = &e.agents[base + n]
         memset(b, 0, sizeof(Agent))

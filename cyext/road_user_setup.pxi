@@ -31,6 +31,8 @@ cdef _load_road_users(Engine e, s):
     e.route_blocks = s["road_users.route_blocks"]
     e.route_block_lo, e.route_block_hi = s["road_users.route_block_distance"]
     e.route_block_offset = s["road_users.route_block_offset"]
+    for k in range(3):
+        e.route_block_w[k] = s["road_users.route_block_kinds"][k]
 
 
 cdef _load_planner(Engine e, s):

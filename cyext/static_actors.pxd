@@ -157,10 +157,23 @@ cdef inline void _place(Agent* a, double x, double y, double z, double h) noexce
     a.goal_x, a.goal_y, a.goal_z = x, y, z
 
 
+cdef inline bint _at_or_pick(const MapC* m, Rng* rng, double need, int at_lane, double at_s, int* lane, double* s,
+                             bint junctions=False) noexcept nogil:
+    """The given lane and arc length (``at_lane >= 0``: a group placed on a car's route, which must fit
+    before the lane ends), else a random spawn lane (:func:`_pick_lane`)."""
+    if at_lane < 0:
+        return _pick_lane(m, rng, need, lane, s, junctions)
+    if at_s < 0 or lane_length(m, at_lane) - at_s < need:
+        return False
+    lane[0], s[0] = at_lane, at_s
+    return True
+
+
 cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const double* cp, int layout, Agent* g,
-                           int room, double z_gate) noexcept nogil:
+                           int room, double z_gate, int at_lane=-1, double at_s=0.0) noexcept nogil:
     """A crashed-vehicle cluster on or beside a lane (intersections included) in one of figure 4's
-    layouts; disc members are drawn until they stay on the road, a T-bone tries both sides."""
+    layouts; disc members are drawn until they stay on the road, a T-bone tries both sides. With
+    ``at_lane >= 0`` the cluster starts at ``at_s`` on that lane (a car's route)."""
     cdef int lane, k, j, n, t
     cdef double s, x0, y0, z0, h0, x, y, z, h, r, ang, R, r0, side, wmax = 0.0, lat
     cdef bint clash
@@ -172,7 +185,9 @@ cdef inline int _gen_crash(const MapC* m, Rng* rng, const StaticParams* p, const
         n = _draw(rng, p.crash_lo, p.crash_hi)
     if n > room:
         n = room
-    if n < 1 or not _pick_lane(m, rng, n * 6.0 + 8.0, &lane, &s, True):
+    # room along the lane: a random pick keeps its margin; on a route, what the cluster spans
+    if n < 1 or not _at_or_pick(m, rng, n * 6.0 + 8.0 if at_lane < 0 else n * 5.0 + 5.0, at_lane, at_s, &lane, &s,
+                                True):
         return 0
     lat = rng_range(rng, -0.4, 0.4) * m.lane_width[lane]
     _frame(m, lane, s + 4.0, lat, &x0, &y0, &z0, &h0)
@@ -243,12 +258,15 @@ cdef inline int _workers(const MapC* m, Rng* rng, const StaticParams* p, Agent* 
     return n
 
 
-cdef inline int _gen_cones(const MapC* m, Rng* rng, const StaticParams* p, int layout, Agent* g, int room) noexcept nogil:
+cdef inline int _gen_cones(const MapC* m, Rng* rng, const StaticParams* p, int layout, Agent* g, int room,
+                           int at_lane=-1, double at_s=0.0) noexcept nogil:
     """A construction zone of cones within one lane (grid, taper or lane-block closure) with optional
-    workers: the grid's inside them, the taper's and the closure's in the closed stretch past them."""
+    workers: the grid's inside them, the taper's and the closure's in the closed stretch past them.
+    With ``at_lane >= 0`` the zone starts at ``at_s`` on that lane (a car's route)."""
     cdef int lane, k, i, j, rows, cols, n = 0
     cdef double s, w, hw, x, y, z, h, ds, side = 1.0 if m.handedness == 1 else -1.0
-    if not _pick_lane(m, rng, 24.0, &lane, &s):
+    # room along the lane: a random pick keeps the most any layout needs; on a route, the layout's own
+    if not _at_or_pick(m, rng, 24.0 if at_lane < 0 or layout != GEN_LANE_BLOCK else 6.0, at_lane, at_s, &lane, &s):
         return 0
     w = m.lane_width[lane]
     hw = 0.5 * w - 0.5 * 0.4 - 0.15   # cones keep inside the lane's own edges
@@ -326,6 +344,28 @@ cdef inline bint _group_fits(const MapC* m, Agent* agents, int n, int k, double 
                              b.x, b.y, b.heading, b.length, b.width):
                 return False
     return True
+
+
+cdef inline int place_route_group(const MapC* m, Rng* rng, Agent* agents, int n, int cap, const StaticParams* p,
+                                  const double* cp, double z_gate, int kind, int lane, double s) noexcept nogil:
+    """A construction zone (``kind`` 1: a cone taper or a lane-block line, half and half) or a crash
+    cluster (``kind`` 2: a rear-end chain or a T-bone) starting ``s`` metres along ``lane``, placed
+    only if it fits (:func:`_group_fits`); returns the number of agents after it."""
+    cdef int k, layout
+    if cap - n <= 0:
+        return n
+    if kind == 1:
+        # a taper where the lane has room for one, else a line of cones across it
+        layout = GEN_CONE_TAPER if rng_uniform(rng) < 0.5 and lane_length(m, lane) - s >= 24.0 else GEN_LANE_BLOCK
+        k = _gen_cones(m, rng, p, layout, &agents[n], min(cap - n, MAX_GROUP), lane, s)
+    else:
+        layout = GEN_CRASH_CHAIN if rng_uniform(rng) < 0.5 else GEN_CRASH_TBONE
+        k = _gen_crash(m, rng, p, cp, layout, &agents[n], min(cap - n, MAX_GROUP), z_gate, lane, s)
+    if k > 0 and _group_fits(m, agents, n, k, p.clearance, z_gate):
+        return n + k
+    if k > 0:
+        memset(&agents[n], 0, k * sizeof(Agent))
+    return n
 
 
 cdef inline int place_static_actors(const MapC* m, Rng* rng, Agent* agents, int n, int cap, const StaticParams* p,

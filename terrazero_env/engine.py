@@ -212,7 +212,7 @@ _ROAD_USER_SETTINGS = (
     "planner_resolution", "planner_weights", "planner_ttc", "planner_min_progress", "planner_margin",
     "planner_lateral_time", "lane_change", "lane_change_distance", "lane_change_clear_ahead",
     "lane_change_safe_decel", "lane_change_cooldown", "lane_change_lookahead", "lane_change_margin",
-    "route_blocks", "route_block_distance", "route_block_offset",
+    "route_blocks", "route_block_distance", "route_block_offset", "route_block_kinds",
 )
 _PEDESTRIAN_SETTINGS = ("group_probs", "group_size", "stagger_interval", "walking_speed", "max_speed", "radius",
                         "neighbor_distance", "time_horizon", "jaywalk_reach", "vehicle_yield_horizon")

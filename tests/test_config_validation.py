@@ -207,6 +207,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (RoadUsersConfig, "route_blocks", -0.1, "RoadUsersConfig.route_blocks"),
     (RoadUsersConfig, "route_block_distance", (40.0, 15.0), "RoadUsersConfig.route_block_distance"),
     (RoadUsersConfig, "route_block_offset", float("nan"), "RoadUsersConfig.route_block_offset"),
+    (RoadUsersConfig, "route_block_kinds", (0.0, 0.0, 0.0), "RoadUsersConfig.route_block_kinds"),
     # IdmConfig
     (IdmConfig, "v0_scale", (1.0, 1.15), "IdmConfig.v0_scale"),
     (IdmConfig, "time_headway", (1.5, 0.0, 2.0), "IdmConfig.time_headway[1]"),

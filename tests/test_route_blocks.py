@@ -57,6 +57,42 @@ def test_route_blocks_stand_in_front_of_controlled_cars_within_the_drawn_distanc
     assert blocks >= 0.4 * placed
 
 
+@pytest.mark.parametrize("kinds, kind", [((0.0, 1.0, 0.0), StaticKind.CONE), ((0.0, 0.0, 1.0), StaticKind.CRASHED)],
+                         ids=["construction zone", "crash cluster"])
+def test_route_blocks_can_be_construction_zones_and_crash_clusters(kinds, kind):
+    """``route_block_kinds`` puts InterPlan's other obstacle families on the cars' routes: cones (with
+    the world's workers) or crashed vehicles ahead of a controlled car, before its goal; with route
+    blocks off, the quick preset's worlds hold none of them."""
+    cfg = load_config("quick").with_overrides(init={"goal_distance": (60.0, 100.0), "num_agents": (4, 4)},
+                                              road_users={"route_blocks": 1.0, "parked": (0, 0),
+                                                          "route_block_kinds": kinds})
+    e, ag = _world_blocks(cfg, list(range(32)))
+    worlds = 0
+    for w in range(32):
+        rows = ag[w, :e.num_agents(w)]
+        ctrl = rows[(rows["role"] == CONTROLLED) & (rows["alive"] == 1)]
+        members = rows[(rows["role"] == STATIC) & (rows["kind"] == int(kind)) & (rows["alive"] == 1)]
+        worlds += len(members) > 0
+        for b in members:
+            ahead = [a for a in ctrl
+                     if (b["x"] - a["x"]) * math.cos(a["heading"]) + (b["y"] - a["y"]) * math.sin(a["heading"]) > 0
+                     and math.hypot(b["x"] - a["x"], b["y"] - a["y"]) <= 40.0 + 30.0]
+            assert ahead, f"world {w}: a {kind.name.lower()} member ahead of no controlled car"
+        for a in ctrl:  # nothing was placed on top of a car
+            for b in members:
+                assert math.hypot(b["x"] - a["x"], b["y"] - a["y"]) > 1.0
+    assert worlds >= 8, f"only {worlds} of 32 worlds hold a {kind.name.lower()} on a route"
+    off = cfg.with_overrides(road_users={"route_blocks": 0.0})
+    _, ag = _world_blocks(off, list(range(32)))
+    assert not ((ag["kind"] == int(kind)) & (ag["alive"] == 1)).any()
+
+
+def test_route_block_kinds_are_three_weights_not_all_zero():
+    for bad in ((0.0, 0.0, 0.0), (1.0, -1.0, 0.0), (1.0, 1.0)):
+        with pytest.raises(ValueError, match="route_block_kinds"):
+            RoadUsersConfig(route_block_kinds=bad)
+
+
 def test_route_blocks_off_place_none_and_bad_values_are_refused():
     cfg = load_config("quick").with_overrides(num_worlds=8, road_users={"parked": (0, 0)})
     e = Engine(cfg)

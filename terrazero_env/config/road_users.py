@@ -250,6 +250,11 @@ class RoadUsersConfig:
     route_block_offset: float = 1.0
     """Largest sideways shift (m) of the stopped vehicle from the lane centre towards the curb, drawn
     uniformly from [0, this]: a nudge past it or a full pass (ours)."""
+    route_block_kinds: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    """Relative frequency of what stands on a route (``route_blocks``): a stopped vehicle, a
+    construction zone (a cone taper or a lane-block line across the lane, with the ``worker_prob``
+    workers) and a crashed-vehicle cluster (a rear-end chain or a T-bone, ``crash_vehicles``): the
+    three obstacle families of InterPlan (ours; a stopped vehicle only by default)."""
     # -- pedestrians -------------------------------------------------------------------------------
     pedestrians: PedestrianConfig = field(default_factory=PedestrianConfig)
     """Crosswalk crossers and jaywalkers (section 4.4, figure 4)."""
@@ -273,7 +278,7 @@ class RoadUsersConfig:
             check_float(f"RoadUsersConfig.{name}", getattr(self, name), 0.0, hi, unit=unit)
         check_float("RoadUsersConfig.lane_change_safe_decel", self.lane_change_safe_decel, 0.0, 20.0, lo_open=True,
                     unit=" of m/s^2")
-        for name, n in (("idm_modes", 3), ("static_sizes", 3)):
+        for name, n in (("idm_modes", 3), ("static_sizes", 3), ("route_block_kinds", 3)):
             w = check_tuple(f"RoadUsersConfig.{name}", getattr(self, name), n)
             for i, x in enumerate(w):
                 check_float(f"RoadUsersConfig.{name}[{i}]", x, 0.0)
