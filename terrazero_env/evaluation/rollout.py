@@ -22,6 +22,7 @@ generator is seeded and forked through :meth:`Actor.seeded` and :meth:`Actor.for
 from __future__ import annotations
 
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -32,19 +33,19 @@ import numpy as np
 __all__ = ["Actor", "CallableActor", "DriverActor", "PolicyActor", "Step", "as_actor", "drive"]
 
 
-class Actor:
+class Actor(ABC):
     """Chooses the actions of an engine's controlled slots (see the module docstring)."""
 
     #: what the viewer and tables call the ego this actor drives ("policy", or a driver's name)
     name = "actor"
 
-    def begin(self, engine: Any, worlds: np.ndarray, slots: np.ndarray) -> None:
+    def begin(self, engine: Any, worlds: np.ndarray, slots: np.ndarray) -> None:  # noqa: B027 (an optional hook)
         """Called after every reset (or scene set-up) with the (world, slot) pairs whose episodes are
         driven; nothing by default."""
 
+    @abstractmethod
     def act(self, engine: Any, obs: np.ndarray) -> np.ndarray:
         """One action index per slot (``[W * K]``; entries of slots without an agent are ignored)."""
-        raise NotImplementedError
 
     def seeded(self, seed: int) -> AbstractContextManager[None]:
         """A context in which the actor's sampled actions follow ``seed``, leaving the caller's
