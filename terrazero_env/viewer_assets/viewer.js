@@ -146,12 +146,13 @@
   // Entry k of one of the replay's vocabularies (names.classes, ...), or k itself when it has none.
   function nameAt(list, k) { return Array.isArray(list) && list[k] !== undefined ? String(list[k]) : String(k); }
   // What moves an agent, in words: a baseline driver's ego by the driver's name (the replay's
-  // meta.driver: "reference", "idm", "planner"; a policy's ego stays "policy").
+  // meta.driver; a policy's ego stays "policy"). The IDM and planner drivers' egos move as the
+  // engine's idm_ego and planner_ego; the reference driver's (and any other's) as "policy".
   const EGO_DRIVERS = { reference: "reference driver", idm: "IDM driver", planner: "planner driver" };
   function moverLabel(rep, m) {
     const base = nameAt(rep.header.names.movers, m);
     const driver = (rep.header.meta || {}).driver;
-    if (m <= 2 && typeof driver === "string" && driver !== "policy") {
+    if (base === "policy" && typeof driver === "string" && !["policy", "idm", "planner"].includes(driver)) {
       return (EGO_DRIVERS[driver] || driver + " driver") + " (ego)";
     }
     if (base === "idm_ego") return "IDM driver (ego)";
