@@ -158,7 +158,7 @@ def test_view_forwards_the_names_it_may_answer_to(monkeypatch, tmp_path):
             seen["shutdown"] = True
 
         def server_close(self):
-            pass
+            seen["closed"] = True
 
     def fake_serve(path, port, host, background, allowed_hosts):
         seen.update(host=host, allowed=list(allowed_hosts))
@@ -170,7 +170,7 @@ def test_view_forwards_the_names_it_may_answer_to(monkeypatch, tmp_path):
     monkeypatch.setattr(viewer, "serve", fake_serve)
     monkeypatch.setattr(threading.Event, "wait", interrupted)
     assert main(["view", str(tmp_path), "--allow-host", "box.lan", "--allow-host", "box"]) == 0
-    assert seen == {"host": "127.0.0.1", "allowed": ["box.lan", "box"], "shutdown": True}
+    assert seen == {"host": "127.0.0.1", "allowed": ["box.lan", "box"], "shutdown": True, "closed": True}
 
 
 def test_a_json_map_over_its_size_limit_is_refused_before_it_is_read(tmp_path):

@@ -85,7 +85,7 @@ _HIGH = bytes(range(0x80, 0x100))
 
 
 class _Malformed(Exception):
-    pass
+    """Raised inside the raw-byte census when a record's wire format does not parse."""
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
