@@ -228,3 +228,92 @@ def hostile_json() -> dict[str, str]:
         "polygon points": '{"scenario_id": "p", "objects": [], "roads": [' + one + ', {"type": "crosswalk", "geometry": ['
                           + ",".join(["0"] * 2_100_000) + "]}]}",
     }
+
+
+# ---------------------------------------------------------------- varied junctions (builder/reader checks)
+
+def _bend(p0: np.ndarray, d0: np.ndarray, p1: np.ndarray, d1: np.ndarray, n: int = 10) -> np.ndarray:
+    """A cubic Bezier from p0 (heading d0) to p1 (heading d1): a junction connector."""
+    k = 0.4 * float(np.linalg.norm(p1 - p0))
+    c0, c1 = p0 + k * d0, p1 - k * d1
+    t = np.linspace(0.0, 1.0, n)[:, None]
+    xy = (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * c0 + 3 * (1 - t) * t ** 2 * c1 + t ** 3 * p1
+    return np.column_stack([xy, np.full(n, 1.5)])
+
+
+def junction_scene(seed: int, offset: tuple[float, float] = (-2300.0, 5100.0)) -> Scene:
+    """A junction of three or four two-way arms drawn from ``seed``, with its true lane graph.
+
+    Each arm has one or two inbound lanes; a second inbound lane runs beside the first at 3.5 m, or
+    ends 0.0-1.2 m from it (lanes ending together at the stop line, as a turn pocket's and a through
+    lane's do in WOMD), and one outbound lane. Every inbound lane connects to the outbound lane of every
+    other arm through a connector; the inbound lanes are controlled by stop signs (each naming its
+    lane, placed 2 m to its right), by signals (on every connector) or, arm by arm, by either. A
+    vehicle track drives the first arm's approach."""
+    rng = np.random.default_rng(seed)
+    arms = [0, 1, 2, 3] if rng.random() < 0.6 else sorted(rng.choice(4, 3, replace=False).tolist())
+    control = ("stop", "signal", "mixed")[seed % 3]
+    shift = np.array([offset[0], offset[1], 0.0])
+    lanes: list[SceneLane] = []
+    signs: list[tuple[int, list[int], np.ndarray]] = []
+    signals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    inbound: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    outbound: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+    arm_control = {a: control if control != "mixed" else ("stop", "signal")[int(rng.random() < 0.5)] for a in arms}
+    next_id = 100
+    for a in arms:
+        ang = a * np.pi / 2
+        out_dir = np.array([np.cos(ang), np.sin(ang)])       # pointing away from the centre
+        left = np.array([-out_dir[1], out_dir[0]])
+        # inbound: driving towards the centre on the right of the arm (right-hand traffic)
+        gaps = [1.75] + ([] if rng.random() < 0.4 else [1.75 + float(rng.choice([3.5, 0.0, 0.6, 1.2]))])
+        inbound[a] = []
+        for g in gaps:
+            end = 10.0 * out_dir + g * left
+            start = end + 60.0 * out_dir
+            inbound[a].append((next_id, end, -out_dir))
+            lanes.append(SceneLane(next_id, np.column_stack([np.linspace(start, end, 31), np.full(31, 1.5)]), 2, 25.0))
+            next_id += 1
+        start = 10.0 * out_dir - 1.75 * left
+        outbound[a] = (next_id, start, out_dir)
+        lanes.append(SceneLane(next_id, np.column_stack([np.linspace(start, start + 60.0 * out_dir, 31),
+                                                         np.full(31, 1.5)]), 2, 25.0))
+        next_id += 1
+    graph: dict[int, list[int]] = {}
+    steps = np.arange(T)
+    for a in arms:
+        for k, (lid, end, d_in) in enumerate(inbound[a]):
+            for b in arms:
+                if b == a:
+                    continue
+                oid, ostart, d_out = outbound[b]
+                cid = next_id
+                next_id += 1
+                lanes.append(SceneLane(cid, _bend(end, d_in, ostart, d_out), 2, 15.0))
+                graph.setdefault(lid, []).append(cid)
+                graph[cid] = [oid]
+                if arm_control[a] == "signal":
+                    phase = (steps // 30 + a) % 2
+                    signals[cid] = (np.where(phase == 0, SIGNAL_STATES.index("go"),
+                                             SIGNAL_STATES.index("stop")).astype(np.int8), np.r_[end, 1.5] + shift)
+            if arm_control[a] == "stop":
+                right = np.array([d_in[1], -d_in[0]])
+                signs.append((900 + 10 * a + k, [lid], np.r_[end + 2.0 * right, 1.5] + shift))
+    for ln in lanes:
+        ln.polyline = ln.polyline + shift
+        ln.exit = list(graph.get(ln.id, []))
+        ln.entry = [x for x, ys in graph.items() if ln.id in ys]
+    s = Scene(scenario_id=f"junction{seed:04d}", lanes=lanes, stop_signs=signs, signals=signals)
+    a0 = arms[0]
+    lid, end, d_in = inbound[a0][0]
+    st = np.zeros((1, T, 6))
+    st[0, :, :2] = end[None, :] - d_in[None, :] * (50.0 - 0.4 * steps[:, None]) + shift[:2]
+    st[0, :, 2] = 1.5
+    st[0, :, 3] = np.arctan2(d_in[1], d_in[0])
+    st[0, :, 4:6] = 4.0 * d_in
+    s.track_ids, s.track_types = np.array([1]), np.array([1])
+    s.track_state, s.track_valid = st, np.ones((1, T), bool)
+    s.track_size = np.array([[4.5, 2.0, 1.6]], np.float32)
+    s.timestamps = steps * 0.1
+    s.sdc_track_index = 0
+    return s

@@ -191,6 +191,13 @@ def validate(m: MapData, config: BuildConfig = BuildConfig()) -> None:
     if bad.size:
         _fail(f"stop_lines[{int(bad[0])}]: zero-length bar")
     _check_ragged_ids(s.lanes, "stop_lines.lanes", ns, n, "lane")
+    # A lane ends at one stop line: lanes.stop_line holds one per lane.
+    counts = np.bincount(s.lanes.values.astype(np.int64), minlength=n) if s.lanes.values.size else np.zeros(n, np.int64)
+    dup = np.nonzero(counts > 1)[0]
+    if dup.size:
+        lane = int(dup[0])
+        rows = np.unique(s.lanes.row_ids()[s.lanes.values == lane]).tolist()
+        _fail(f"stop_lines.lanes: lane {lane} is tied to stop lines {rows} (a lane ends at one stop line)")
     _check_len(s.control, "stop_lines.control", ns)
     _check_len(s.intersection, "stop_lines.intersection", ns)
 
@@ -396,24 +403,42 @@ def infer_intersections(lanes: Lanes, config: BuildConfig = BuildConfig()) -> In
 
 
 def _tie_stop_lines(m: MapData, config: BuildConfig) -> Ragged:
-    """Stop-line -> lane ties: kept where given, else lanes whose end point lies on the bar."""
+    """Stop-line -> lane ties: kept where given, else the lanes whose end point lies within
+    ``stop_line_tie_distance`` of the bar and which no other stop line holds; a lane whose end is near
+    several untied bars goes to the nearest (the lowest index on a tie), since a lane ends at one stop
+    line (``lanes.stop_line``)."""
     s = m.stop_lines
     cl = m.lanes.centerline
     ends = cl.values[cl.offsets[1:] - 1, :2]
-    rows = []
-    for i in range(len(s)):
-        given = s.lanes.row(i)
-        if given.size:
-            rows.append(given)
-            continue
+    n = ends.shape[0]
+    given = [s.lanes.row(i) for i in range(len(s))]
+    untied = [i for i in range(len(s)) if given[i].size == 0]
+    if not untied:
+        return Ragged.from_rows(given, np.int32)
+    free = np.ones(n, bool)
+    free[s.lanes.values] = False
+    best = np.full(n, -1, np.int64)
+    dist = np.full(n, np.inf)
+    near = {}
+    for i in untied:
         a, b = s.points[i, 0, :2], s.points[i, 1, :2]
         ab = b - a
         t = np.clip(((ends - a) @ ab) / (ab @ ab), 0.0, 1.0)
         d = np.linalg.norm(a + t[:, None] * ab - ends, axis=1)
-        tied = np.nonzero(d <= config.stop_line_tie_distance)[0]
+        near[i] = np.nonzero(d <= config.stop_line_tie_distance)[0]
+        closer = free & (d <= config.stop_line_tie_distance) & (d < dist)  # strict: the lowest index keeps a tie
+        best[closer], dist[closer] = i, d[closer]
+    rows = []
+    for i in range(len(s)):
+        if given[i].size:
+            rows.append(given[i])
+            continue
+        tied = np.nonzero(best == i)[0]
         if tied.size == 0:
-            _fail(f"stop_lines[{i}]: tied to no lane (no lane ends within "
-                  f"{config.stop_line_tie_distance} m of the bar)")
+            why = (f"the lanes ending within {config.stop_line_tie_distance} m of it ({near[i].tolist()}) are tied "
+                   "to other stop lines" if near[i].size else
+                   f"no lane ends within {config.stop_line_tie_distance} m of the bar")
+            _fail(f"stop_lines[{i}]: tied to no lane ({why})")
         rows.append(tied)
     return Ragged.from_rows(rows, np.int32)
 
@@ -470,4 +495,8 @@ def build(m: MapData, config: BuildConfig = BuildConfig()) -> MapData:
     lanes = replace(lanes, speed_limit=speed, intersection=lane_inter, movement=movement,
                     allowed_movements=allowed, stop_line=lane_stop)
     stop_lines = StopLines(points=m.stop_lines.points, lanes=stop_lanes, control=control, intersection=stop_inter)
-    return m.replace(lanes=lanes, stop_lines=stop_lines, signals=signals, intersections=inters)
+    out = m.replace(lanes=lanes, stop_lines=stop_lines, signals=signals, intersections=inters)
+    # The checks every reader of a built map runs (``load_built``, the engine's ``RoadMap``): a map this
+    # function returns, and so every ``.tzb`` that ``maps build`` and ``build-dataset`` write, passes them.
+    validate_built(out, config)
+    return out

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import infer_handedness
-from ..builder import MAX_MAP_EXTENT, MapValidationError
+from ..builder import MAX_MAP_EXTENT, BuildConfig, MapValidationError
 from ..schema import (
     AgentType,
     Handedness,
@@ -421,13 +421,14 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
                 stop_line_ids.append(b)
                 stop_pos.append(pos)
 
+    bar_lanes = _tie_bars(bars, bar_at, ends, f"scenario {sid}: stop lines")
     tracks, meta_tracks = _tracks(scene, origin)
     m = MapData(
         lanes=lane_data,
         road_lines=RoadLines.create(line_pts, line_types),
         road_edges=Polylines(edges),
         crosswalks=Polygons(crosswalks),
-        stop_lines=StopLines.create(np.array(bars).reshape(-1, 2, 3)),
+        stop_lines=StopLines.create(np.array(bars).reshape(-1, 2, 3), lanes=bar_lanes),
         signals=Signals.create(sig_line, sig_move, np.array(sig_pos).reshape(-1, 3), lanes=sig_lanes),
         stop_signs=StopSigns.create(np.array(stop_pos).reshape(-1, 3), stop_line_ids),
         intersections=None,
@@ -449,6 +450,41 @@ def to_map_data(scene: Scene, *, name: str = "", handedness: str | None = None) 
     if handedness is not None:
         return m.replace(handedness=Handedness[str(handedness).upper()])
     return m.replace(handedness=infer_handedness(m))
+
+
+def _tie_bars(bars: list[np.ndarray], bar_at: dict[int, int], ends: np.ndarray, where: str) -> list[list[int]]:
+    """The lanes each stop line controls, given explicitly so that no lane is tied to two: a bar ties the
+    lane it was drawn across, and every lane that owns no bar and ends within the builder's
+    ``stop_line_tie_distance`` of it (lanes ending together, as merging lanes do) is tied to the nearest
+    such bar (the lowest index on a tie). Left to the builder's geometric tie, a lane ending where two
+    bars cross (two approaches meeting at one point, each with its own sign or signal) would be tied to
+    both, and a lane has one stop line."""
+    rows = [[] for _ in bars]
+    for lane, b in bar_at.items():
+        rows[b].append(lane)
+    if not bars:
+        return rows
+    reach = BuildConfig().stop_line_tie_distance
+    pts = np.array(bars)[:, :, :2]
+    a, ab = pts[:, 0], pts[:, 1] - pts[:, 0]
+    half = np.linalg.norm(ab, axis=1).max() / 2
+    best = np.full(ends.shape[0], -1, np.int64)
+    dist = np.full(ends.shape[0], np.inf)
+    for li, bi in near_pairs(ends, (pts[:, 0] + pts[:, 1]) / 2, half + reach, where):
+        t = np.clip(((ends[li] - a[bi]) * ab[bi]).sum(1) / (ab[bi] ** 2).sum(1), 0.0, 1.0)
+        d = np.linalg.norm(a[bi] + t[:, None] * ab[bi] - ends[li], axis=1)
+        ok = d <= reach
+        li, bi, d = li[ok], bi[ok], d[ok]
+        o = np.lexsort((bi, d, li))  # per lane: the nearest bar, the lowest on a tie
+        li, bi, d = li[o], bi[o], d[o]
+        head = np.r_[True, li[1:] != li[:-1]] if li.shape[0] else np.zeros(0, bool)
+        li, bi, d = li[head], bi[head], d[head]
+        better = (d < dist[li]) | ((d == dist[li]) & (bi < best[li]))
+        best[li[better]], dist[li[better]] = bi[better], d[better]
+    for lane in np.nonzero(best >= 0)[0].tolist():
+        if lane not in bar_at:
+            rows[int(best[lane])].append(lane)
+    return [sorted(r) for r in rows]
 
 
 def _tracks(scene: Scene, origin: np.ndarray) -> tuple[Tracks | None, dict[str, Any]]:
