@@ -18,12 +18,13 @@ from terrazero_env.evaluation.rollout import CallableActor, DriverActor, PolicyA
 QUICK = load_config("quick")
 
 #: ``terrazero eval --driver reference --episodes 24`` (quick preset, seed 0), recorded before the
-#: evaluations moved onto the one step loop: rate counts and per-episode closed-loop scores.
-REFERENCE_COUNTS = {"goal_reach_rate": 20, "collision_rate": 0, "offroad_rate": 1, "red_light_rate": 0,
-                    "wrong_way_rate": 0, "comfort_violation_rate": 3, "stop_line_rate": 0}
-REFERENCE_SCORES = [93.367946, 86.542691, 87.5, 65.034129, 94.556934, 80.983727, 81.375979, 93.248517, 89.337368,
-                    87.176113, 86.912416, 97.055702, 95.416901, 93.145645, 72.942966, 82.561834, 94.086345, 68.851404,
-                    79.450751, 86.627976, 89.967697, 98.90768, 84.687835, 100.0]
+#: evaluations moved onto the one step loop (rate counts and per-episode closed-loop scores), and
+#: re-recorded when the procedural corner fillet grew from 4 m to 8 m (grid_town regenerated).
+REFERENCE_COUNTS = {"goal_reach_rate": 22, "collision_rate": 0, "offroad_rate": 2, "red_light_rate": 0,
+                    "wrong_way_rate": 0, "comfort_violation_rate": 1, "stop_line_rate": 0}
+REFERENCE_SCORES = [84.058081, 92.866755, 97.601671, 81.056777, 96.127668, 80.414909, 95.767167, 95.318448, 90.934535,
+                    85.168688, 80.182686, 95.749003, 81.067358, 87.072109, 98.2176, 78.746358, 94.086345, 70.409805,
+                    86.191388, 98.926773, 90.108673, 98.525374, 84.656083, 100.0]
 
 
 def test_a_fixed_seeds_reference_table_is_unchanged():

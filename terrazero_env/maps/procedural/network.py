@@ -38,7 +38,7 @@ from .geometry import (
 __all__ = ["CROSSWALK_WIDTH", "FILLET", "RoadNetwork", "add_dead_end", "add_road", "build_network"]
 
 #: Radius (m) of the curb fillet at junction corners.
-FILLET = 4.0
+FILLET = 8.0
 #: Depth (m) of a crosswalk along the road.
 CROSSWALK_WIDTH = 3.5
 #: Gap (m) between where a corner's curb straightens and the crosswalk.
