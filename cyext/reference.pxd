@@ -32,6 +32,10 @@ Each step, for one agent:
    to that lane when the stretch is free and no obstacle at rest stands in it within
    ``pass_distance``. Pedestrians and moving vehicles are waited for, never passed (the IDM
    constraints above).
+3c. **Swept path** (``_swept_offset``). Where the box, centred on the route at each predicted pose,
+   would touch a road edge or a sidewalk (a long vehicle's corners swing out of a bend by about
+   (length / 2)^2 / (2 R)), it drives at the smallest lateral offset, up to ``swept_path`` metres
+   either side, whose predicted boxes all stay on the road.
 4. **Action.** Every action of the class grid is tried on a copy of the agent through the engine's
    own dynamics (``dynamics.step_dynamics``, with the agent's sampled kinematic coefficients, so a
    car with a weak c_steer is steered as such), and the one whose next acceleration and steering
@@ -53,6 +57,7 @@ from lanegraph cimport LaneGraphScratch, route_successor, goal_route_distance, n
 from lanechange cimport _lane_foot, _lane_free
 from scene cimport lane_length, lane_point
 from seggrid cimport seggrid_nearest_where
+from rules cimport offroad
 
 
 ctypedef struct RefParams:
@@ -76,6 +81,7 @@ ctypedef struct RefParams:
     double pass_time           # s: margin on the time a pass over the centre line takes, against oncoming traffic
     double pass_lookahead      # m: least pure-pursuit lookahead while passing or changing lane (a gentle S)
     double pass_room           # m: gap to the obstacle at which a car waiting to pass it stands
+    double swept_path          # m: largest lateral offset taken to keep the box's sweep on the road (0: off)
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -96,6 +102,7 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.pass_time = 2.0
     rp.pass_lookahead = 10.0
     rp.pass_room = 6.0
+    rp.swept_path = 1.5
 
 
 cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, LaneGraphScratch* sc) noexcept nogil:
@@ -158,10 +165,16 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
                 cost += rp.action_price
             if grid_lat[it] != 0:
                 cost += rp.action_price
-            if fabs(b.j_long) > cp[CP_COMF_JLONG]:
-                cost += rp.comfort_price
-            if fabs(b.j_lat) > cp[CP_COMF_JLAT]:
-                cost += rp.comfort_price
+            # The comfort price applies where the grid can keep within the limits: the jerk model
+            # steps its acceleration by a jerk, but an acceleration-actuated class (trucks,
+            # cyclists) jumps to the grid's acceleration, so every change of its value is a jerk
+            # of at least (grid step) / dt, far above any comfort limit; priced, such a class would
+            # never brake or speed up again.
+            if model == DYN_BICYCLE_JERK:
+                if fabs(b.j_long) > cp[CP_COMF_JLONG]:
+                    cost += rp.comfort_price
+                if fabs(b.j_lat) > cp[CP_COMF_JLAT]:
+                    cost += rp.comfort_price
             if b.speed < -1e-9 and a.speed >= -1e-9:
                 cost += 1e6  # never start to reverse
             if cost < best_cost:
@@ -506,6 +519,58 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
     return 0.0
 
 
+cdef inline int _sweep_offroad_at(const MapC* m, const Agent* a, const Sweep* sw, double z_gate) noexcept nogil:
+    """The first predicted pose (1..n) at which the agent's box would touch a road edge or a
+    sidewalk (``rules.offroad``), or ``sw.n + 1`` when none does."""
+    cdef Agent b = a[0]
+    cdef int k
+    for k in range(1, sw.n + 1):
+        b.x = sw.x[k]
+        b.y = sw.y[k]
+        b.heading = atan2(sw.s[k], sw.c[k])
+        if offroad(m, &b, z_gate):
+            return k
+    return sw.n + 1
+
+
+cdef inline double _swept_offset(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
+                                 const IdmParams* p, const unsigned char* sl_state, double cap, const RefParams* rp,
+                                 Sweep* sw, Leader* ld, double* acc, double* v0) noexcept nogil:
+    """Step 3c: a long box centred on its lane swings its corners out of a bend by about
+    (length / 2)^2 / (2 R), which for a bus or a truck is more than the lane leaves beside it. When
+    the box would touch a road edge or a sidewalk at one of the predicted poses along its lane's
+    centre (``sw``), the driver takes the smallest lateral offset (steps of 0.25 m up to
+    ``swept_path``, either side) whose predicted boxes all stay on the road, or failing that the one
+    whose first touch lies furthest ahead, and replaces the plan with the one along it. Returns the
+    offset (m, + left)."""
+    cdef int first = _sweep_offroad_at(m, &agents[i], sw, rp.z_gate), best_first, k, f, side_k
+    cdef double off, best_off = 0.0, a2, v2
+    cdef Sweep sw2
+    cdef Leader ld2
+    if first > sw.n or rp.swept_path <= 0.0:
+        return 0.0
+    best_first = first
+    k = 1
+    while 0.25 * k <= rp.swept_path + 1e-9:
+        for side_k in range(2):
+            off = 0.25 * k * (1.0 if side_k == 0 else -1.0)
+            a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, off, cap, &sw2, &ld2, &v2)
+            f = _sweep_offroad_at(m, &agents[i], &sw2, rp.z_gate)
+            if f > best_first:
+                best_first = f
+                best_off = off
+                if f > sw2.n:
+                    sw[0] = sw2
+                    ld[0] = ld2
+                    acc[0] = a2
+                    v0[0] = v2
+                    return off
+        k += 1
+    if best_off != 0.0:
+        acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, best_off, cap, sw, ld, v0)
+    return best_off
+
+
 cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
                                  const IdmParams* p, const unsigned char* sl_state, const double* grid_long,
                                  const double* grid_lat, int n_long, int n_lat, LaneGraphScratch* sc,
@@ -543,6 +608,8 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     lat_off = 0.0
     if rp.passing > 0:
         lat_off = _pass_or_change(m, agents, n, i, cp_all, p, sl_state, cap, rp, sc, &sw, &ld, &acc, &v0)
+    if lat_off == 0.0:
+        lat_off = _swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp, &sw, &ld, &acc, &v0)
     steer_rate = _steer_authority(a, cp)
     acc_curve = _curve_speed_accel(&sw, a, rp, steer_rate)
     if acc_curve < acc:

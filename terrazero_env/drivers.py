@@ -60,7 +60,10 @@ class ReferenceDriver(Driver):
     Settings (keyword arguments; ours): ``preview`` (s) the curvature the wheels are turned for lies
     this far ahead at the present speed; ``goal_speed`` (m/s) and ``goal_decel`` (m/s^2) how it
     arrives at its goal; ``action_price`` and ``comfort_price`` what a non-zero action and a jerk above
-    the class's comfort limit cost in its choice; ``walk_speed`` (m/s) for pedestrians. Unknown names
+    the class's comfort limit cost in its choice (the jerk model's classes only: an acceleration-actuated
+    class cannot change its acceleration within a comfort limit); ``swept_path`` (m) the largest lateral
+    offset it takes to keep a long box's sweep through a bend on the road; ``walk_speed`` (m/s) for
+    pedestrians. Unknown names
     raise ``TypeError``; bad values ``ValueError`` (checked by the engine on first use)."""
 
     name = "reference"
