@@ -2,6 +2,12 @@
 
     python benchmarks/reference_driver.py                       # reference driver, 800 episodes x 3 maps
     python benchmarks/reference_driver.py --drivers reference idm planner --episodes 400
+    python benchmarks/reference_driver.py --classes car truck bus --class-maps grid_town carla_town01
+
+With ``--classes``, a second table follows the map table: the reference driver with one vehicle class
+at a time in the same worlds (``init.class_weights`` all on that class), on ``--class-maps``; the
+targets there are at most 1% off-road, wrong-way, red-light and collision for cars, at most 2% for
+trucks and buses, and at least 85% goal reach for each.
 
 Each row is :func:`terrazero_env.agents.evaluate.evaluate` of a driver from
 :mod:`terrazero_env.drivers` on ``load_config("quick", maps=[MAP])`` (the preset's road users, signals
@@ -21,6 +27,9 @@ from terrazero_env.agents.evaluate import evaluate
 from terrazero_env import load_config
 from terrazero_env.drivers import DRIVERS, make_driver
 
+#: ``init.class_weights`` putting every agent of the worlds in one vehicle class.
+CLASS_WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
+
 COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_way_rate", "wrong-way"),
            ("red_light_rate", "red light"), ("collision_rate", "collision"),
            ("comfort_violation_rate", "comfort viol."))
@@ -28,24 +37,40 @@ COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_wa
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--maps", nargs="+", default=["grid_town", "carla_town01", "highway"])
+    p.add_argument("--maps", nargs="*", default=["grid_town", "carla_town01", "highway"],
+                   help="maps of the per-map table (none: skip it)")
     p.add_argument("--drivers", nargs="+", default=["reference"], choices=list(DRIVERS))
     p.add_argument("--episodes", type=int, default=800)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--preset", default="quick")
+    p.add_argument("--classes", nargs="*", default=[], choices=list(CLASS_WEIGHTS),
+                   help="also print the reference driver's table per vehicle class (one class at a time)")
+    p.add_argument("--class-maps", nargs="+", default=["grid_town", "carla_town01"])
     args = p.parse_args()
-    print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
-    print("|---|---|" + "---|" * (len(COLUMNS) + 1))
-    for name in args.drivers:
-        for m in args.maps:
-            t0 = time.perf_counter()
-            res = evaluate(make_driver(name), load_config(args.preset, maps=[m]), episodes=args.episodes,
-                           seed=args.seed, progress_reference="limit")
-            cells = []
-            for key, _ in COLUMNS:
-                row = res["rows"][key]
-                cells.append(f"{100 * row['value']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]")
-            print(f"| {name} | {m} | " + " | ".join(cells) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
+    if args.maps:
+        print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
+        print("|---|---|" + "---|" * (len(COLUMNS) + 1))
+        for name in args.drivers:
+            for m in args.maps:
+                _row(f"| {name} | {m} | ", make_driver(name), load_config(args.preset, maps=[m]), args)
+    if args.classes:
+        print()
+        print("| class | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
+        print("|---|---|" + "---|" * (len(COLUMNS) + 1))
+        for cls in args.classes:
+            for m in args.class_maps:
+                cfg = load_config(args.preset, maps=[m], init__class_weights=CLASS_WEIGHTS[cls])
+                _row(f"| {cls} | {m} | ", make_driver("reference"), cfg, args)
+
+
+def _row(head: str, driver, cfg, args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    res = evaluate(driver, cfg, episodes=args.episodes, seed=args.seed, progress_reference="limit")
+    cells = []
+    for key, _ in COLUMNS:
+        row = res["rows"][key]
+        cells.append(f"{100 * row['value']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]")
+    print(head + " | ".join(cells) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -172,14 +172,16 @@ class ClassSpec:
 def default_classes() -> dict[AgentType, ClassSpec]:
     """Per-class defaults: dimension ranges (appendix D.1), comfort thresholds (appendix B), and the
     discrete action grids (the paper omits their values; these are documented in docs/status.md). The
-    three vehicle classes share a 4 x 3 grid size, so a vehicles-only policy has one action space."""
+    three vehicle classes share a 4 x 3 grid size, so a vehicles-only policy has one action space. The
+    truck steers up to 0.7 rad (a rigid truck's 40 degrees): at 0.3 rad, times a kinematic coefficient
+    down to 0.5, its 5-8 m wheelbase turned on a 35-50 m radius and no town corner could be taken."""
     steer = (-0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5)
     return {
         AgentType.CAR: ClassSpec(DynamicsModel.BICYCLE_JERK, (3.8, 5.2), (1.7, 2.1), (1.4, 1.8),
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0)),
         AgentType.TRUCK: ClassSpec(DynamicsModel.BICYCLE_TIRE, (7.0, 12.0), (2.3, 2.6), (3.0, 4.0),
-                                   action_long=(-6.0, -3.0, 0.0, 1.5), action_lat=(-0.3, 0.0, 0.3), max_accel=2.0,
-                                   max_decel=6.0, max_steer=0.5, wheelbase_ratio=0.65),
+                                   action_long=(-6.0, -3.0, 0.0, 1.5), action_lat=(-0.7, 0.0, 0.7), max_accel=2.0,
+                                   max_decel=6.0, max_steer=0.7, wheelbase_ratio=0.65),
         AgentType.BUS: ClassSpec(DynamicsModel.BICYCLE_JERK, (10.0, 13.0), (2.5, 2.6), (3.0, 3.4),
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0),
                                  max_accel=2.5, max_decel=6.0, wheelbase_ratio=0.55),
