@@ -244,7 +244,8 @@ def _bend(p0: np.ndarray, d0: np.ndarray, p1: np.ndarray, d1: np.ndarray, n: int
 def junction_scene(seed: int, offset: tuple[float, float] = (-2300.0, 5100.0)) -> Scene:
     """A junction of three or four two-way arms drawn from ``seed``, with its true lane graph.
 
-    Each arm has one or two inbound lanes; a second inbound lane runs beside the first at 3.5 m, or
+    Each arm has one or two inbound lanes; a second inbound lane runs beside the first at 3.5 m (its
+    lane-change neighbour), or
     ends 0.0-1.2 m from it (lanes ending together at the stop line, as a turn pocket's and a through
     lane's do in WOMD), and one outbound lane. Every inbound lane connects to the outbound lane of every
     other arm through a connector; the inbound lanes are controlled by stop signs (each naming its
@@ -274,6 +275,8 @@ def junction_scene(seed: int, offset: tuple[float, float] = (-2300.0, 5100.0)) -
             inbound[a].append((next_id, end, -out_dir))
             lanes.append(SceneLane(next_id, np.column_stack([np.linspace(start, end, 31), np.full(31, 1.5)]), 2, 25.0))
             next_id += 1
+        if len(gaps) == 2 and gaps[1] - gaps[0] == 3.5:  # two lanes side by side: a lane change each way
+            lanes[-2].right, lanes[-1].left = [lanes[-1].id], [lanes[-2].id]  # the second on the driver's right
         start = 10.0 * out_dir - 1.75 * left
         outbound[a] = (next_id, start, out_dir)
         lanes.append(SceneLane(next_id, np.column_stack([np.linspace(start, start + 60.0 * out_dir, 31),

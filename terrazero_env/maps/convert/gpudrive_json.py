@@ -55,7 +55,8 @@ from .womd_scene import (
 )
 
 __all__ = ["MAX_FILE_BYTES", "MAX_JSON_CONTAINERS", "SUCCESSOR_ANGLE", "SUCCESSOR_GAP", "NEIGHBOR_ANGLE",
-           "NEIGHBOR_OFFSET", "convert", "from_dict", "infer_lane_graph", "is_gpudrive", "read_document", "to_scene"]
+           "NEIGHBOR_OFFSET", "convert", "from_dict", "infer_lane_graph", "is_gpudrive", "read_document",
+           "successor_agreement", "to_scene"]
 
 #: The largest file read (bytes): the JSON is parsed whole. Real scenes are a few MB.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -234,6 +235,35 @@ def infer_lane_graph(lanes: list[SceneLane], where: str = "scenario") -> None:
         for ks, sgs in found[side]:
             for kk, ss in zip(ks.tolist(), sgs.tolist()):
                 getattr(lanes[good[kk]], side).append(lanes[good[int(seg_lane[ss])]].id)
+
+
+def successor_agreement(truth: Scene, inferred: Scene) -> dict[str, int]:
+    """How the lane graph inferred from geometry (``inferred``, as :func:`to_scene` reads a scene's JSON)
+    compares with a scene's true one (``truth``, read from its ``Scenario`` proto, whose ``exit_lanes``
+    and neighbours the JSON drops), over the lanes both hold. Successor links: ``true`` (in the proto),
+    ``recovered`` (inferred and true), ``missed`` (true, not inferred), ``invented`` (inferred, not
+    true). Lane changes, per lane and side: ``neighbours_true`` (the proto lists a neighbour there),
+    ``neighbours_recovered`` (the inferred neighbour is one the proto lists), ``neighbours_missed`` (the
+    proto lists one, none inferred), ``neighbours_invented`` (one inferred that the proto does not list
+    on that side)."""
+    ids = {ln.id for ln in truth.lanes} & {ln.id for ln in inferred.lanes}
+
+    def succ(scene: Scene) -> set[tuple[int, int]]:
+        return {(ln.id, b) for ln in scene.lanes if ln.id in ids for b in ln.exit if b in ids}
+
+    def sides(scene: Scene) -> dict[tuple[int, str], set[int]]:
+        return {(ln.id, side): {b for b in getattr(ln, side) if b in ids} for ln in scene.lanes if ln.id in ids
+                for side in ("left", "right") if any(b in ids for b in getattr(ln, side))}
+
+    ts, is_ = succ(truth), succ(inferred)
+    tn = sides(truth)
+    # the reader keeps one neighbour per side (the closest), as MapData's lane change does
+    inn = {k: v for k, v in sides(inferred).items()}
+    return {"lanes": len(ids), "true": len(ts), "recovered": len(ts & is_), "missed": len(ts - is_),
+            "invented": len(is_ - ts), "neighbours_true": len(tn),
+            "neighbours_recovered": sum(1 for k, v in inn.items() if v & tn.get(k, set())),
+            "neighbours_missed": sum(1 for k in tn if k not in inn),
+            "neighbours_invented": sum(1 for k, v in inn.items() if not v & tn.get(k, set()))}
 
 
 def _census(d: dict[str, Any], where: str) -> tuple[int, list]:
