@@ -257,7 +257,8 @@ cdef enum:
     CP_MASS = 19
     CP_WEIGHT = 20
     CP_STEERRATE = 21  # steering-rate limit (rad/s); negative: the angle follows the command at once
-    N_CP = 22
+    CP_REARAXLE = 22   # rear axle behind the box centre, as a fraction of the length (0: turns about the centre)
+    N_CP = 23
 
 # Observation road types (table 11).
 cdef enum:

@@ -8,7 +8,10 @@ the realized longitudinal and lateral acceleration and jerk in the agent for the
 the observation.
 
 The kinematic bicycle is referenced so that the agent's position turns on a circle of radius
-``wheelbase / tan(steer)``; poses advance along exact arcs of the step's mean speed and yaw rate.
+``wheelbase / tan(steer)``; poses advance along exact arcs of the step's mean speed and yaw rate. With
+a class's ``rear_axle`` (``CP_REARAXLE``) that point is the rear axle, that fraction of the length
+behind the box centre, and the box centre rides ahead of it (the tire model's centre of mass half a
+wheelbase ahead of the rear axle); 0 keeps every model turning about the box centre.
 
 With a class's steering-rate limit (``CP_STEERRATE`` >= 0, ``ClassSpec.max_steer_rate``) the steering
 angle is state, as in PufferDrive's jerk model (``pufferlib/ocean/drive``): each step it moves toward
@@ -23,7 +26,7 @@ the angle follows the command at once.
 from libc.math cimport cos, sin, tan, atan, atan2, fabs, sqrt
 from common cimport (Agent, DYN_UNICYCLE, DYN_BICYCLE_ACCEL, DYN_BICYCLE_JERK, DYN_BICYCLE_TIRE,
                      KIN_THROTTLE, KIN_STEER, KIN_ACC, KIN_VEL, CP_VMAX, CP_VREV, CP_AMAX, CP_DMAX,
-                     CP_ALATMAX, CP_STEERMAX, CP_CORNERING, CP_MASS, CP_STEERRATE)
+                     CP_ALATMAX, CP_STEERMAX, CP_CORNERING, CP_MASS, CP_STEERRATE, CP_REARAXLE)
 from geometry cimport wrap_angle
 
 
@@ -84,7 +87,15 @@ cdef inline void _bicycle_pose(Agent* a, const double* cp, double v0, double v1,
     cdef double v_mid = 0.5 * (v0 + v1)
     a.steer = clip(steer, -cp[CP_STEERMAX], cp[CP_STEERMAX])
     cdef double yaw_rate = v_mid * tan(a.steer) / a.wheelbase
+    # ClassSpec.rear_axle: the arc is the rear axle's, the box centre rides c metres ahead of it
+    cdef double c = cp[CP_REARAXLE] * a.length
+    if c != 0.0:
+        a.x -= c * cos(a.heading)
+        a.y -= c * sin(a.heading)
     _advance_pose(a, v_mid, yaw_rate, dt)
+    if c != 0.0:
+        a.x += c * a.cos_h
+        a.y += c * a.sin_h
     a.speed = v1
     a.yaw_rate = yaw_rate
     a.v_lat = 0.0
@@ -192,6 +203,12 @@ cdef inline void step_bicycle_tire(Agent* a, const double* cp, double accel, dou
     cdef double vx, vy = a.v_lat, r = a.yaw_rate, af, ar, fyf, fyr
     cdef int k, n_sub = 4
     cdef double sub = dt / n_sub
+    # ClassSpec.rear_axle: the centre of mass lies half a wheelbase ahead of the rear axle, c metres
+    # behind the box centre (c < 0: ahead of it); the slip model moves the centre of mass
+    cdef double c = cp[CP_REARAXLE] * a.length - lr if cp[CP_REARAXLE] != 0.0 else 0.0
+    if c != 0.0:
+        a.x -= c * cos(a.heading)
+        a.y -= c * sin(a.heading)
     for k in range(n_sub):
         vx = v0 + (v1 - v0) * (k + 0.5) / n_sub
         af = atan2(vy + lf * r, vx) - delta
@@ -205,6 +222,9 @@ cdef inline void step_bicycle_tire(Agent* a, const double* cp, double accel, dou
         a.heading = wrap_angle(a.heading + r * sub)
     a.cos_h = cos(a.heading)
     a.sin_h = sin(a.heading)
+    if c != 0.0:
+        a.x += c * a.cos_h
+        a.y += c * a.sin_h
     a.speed = v1
     a.v_lat = vy
     a.yaw_rate = r

@@ -152,7 +152,7 @@ CLASS_PARAMS = _ordered("class parameters", (
     (CP_ALATMAX, "max_lat_accel"), (CP_STEERMAX, "max_steer"), (CP_WHEELBASE, "wheelbase_ratio"),
     (CP_COMF_ALONG, "comfort_accel_long"), (CP_COMF_ALAT, "comfort_accel_lat"), (CP_COMF_JLONG, "comfort_jerk_long"),
     (CP_COMF_JLAT, "comfort_jerk_lat"), (CP_CORNERING, "cornering_stiffness"), (CP_MASS, "mass"),
-    (CP_WEIGHT, "class_weight"), (CP_STEERRATE, "max_steer_rate")), N_CP)
+    (CP_WEIGHT, "class_weight"), (CP_STEERRATE, "max_steer_rate"), (CP_REARAXLE, "rear_axle")), N_CP)
 #: Columns of ``Engine.pedestrian_stats`` (per-world counters of the pedestrian generators).
 PEDESTRIAN_STATS = _ordered("pedestrian stats", (
     (PED_STAT_CROSSWALK_EVENTS, "crosswalk_events"), (PED_STAT_JAYWALK_EVENTS, "jaywalk_events"),

@@ -131,6 +131,27 @@ def test_bicycle_steady_turning_radius_matches_wheelbase_over_tan_delta(road):
     assert s["speed"][0] == pytest.approx(4.0)
 
 
+def test_rear_axle_turns_on_the_bicycle_circle_and_the_centre_rides_ahead_of_it(road):
+    """``ClassSpec.rear_axle``: the rear axle (c = rear_axle * length behind the box centre) follows the
+    circle of radius wheelbase / tan(delta); the box centre, c ahead of it along the heading, a circle
+    of radius sqrt(R^2 + c^2) about the same point."""
+    e = _engine_on(road, classes={"cyclist": {"rear_axle": 0.3}})
+    vals = e.action_values(AgentType.CYCLIST)
+    k = int(np.nonzero((vals[:, 0] == 0) & (vals[:, 1] == 0.25))[0][0])
+    e.set_scene(0, [{"cls": AgentType.CYCLIST, "x": 50, "y": -1.75, "heading": 0.0, "speed": 4.0, "length": 1.8,
+                     "controlled": True, "kin": (1, 1, 1, 1)}])
+    centre, rear = [], []
+    for _ in range(60):
+        e.step(np.full(4, k, np.int32))
+        s = e.agent_states(0)
+        h = s["heading"][0]
+        centre.append((s["x"][0], s["y"][0]))
+        rear.append((s["x"][0] - 0.3 * 1.8 * np.cos(h), s["y"][0] - 0.3 * 1.8 * np.sin(h)))
+    R = 1.8 * 0.6 / np.tan(0.25)
+    assert _circle_radius(np.array(rear[4:])) == pytest.approx(R, rel=1e-6)
+    assert _circle_radius(np.array(centre[4:])) == pytest.approx(np.hypot(R, 0.3 * 1.8), rel=1e-6)
+
+
 def test_jerk_car_turns_at_curvature_a_lat_over_v_squared(road):
     e = _engine_on(road)
     vals = e.action_values(AgentType.CAR)

@@ -512,7 +512,7 @@ class EngineConfig:
                 int(s.dynamics), *s.length, *s.width, *s.height, s.max_speed, s.max_reverse_speed, s.max_accel,
                 s.max_decel, s.max_lat_accel, s.max_steer, s.wheelbase_ratio, *s.comfort, s.cornering_stiffness,
                 s.mass, self.init.class_weights[c],
-                -1.0 if s.max_steer_rate is None else s.max_steer_rate), strict=True))
+                -1.0 if s.max_steer_rate is None else s.max_steer_rate, s.rear_axle), strict=True))
             cls_params[c] = [row[k] for k in class_param_columns]
         lo = np.zeros((n_cls, len(reward_params)))
         hi = np.zeros((n_cls, len(reward_params)))

@@ -47,7 +47,7 @@ CLASS_PARAM_COLUMNS: tuple[str, ...] = (
     "dynamics", "length_lo", "length_hi", "width_lo", "width_hi", "height_lo", "height_hi", "max_speed",
     "max_reverse_speed", "max_accel", "max_decel", "max_lat_accel", "max_steer", "wheelbase_ratio",
     "comfort_accel_long", "comfort_accel_lat", "comfort_jerk_long", "comfort_jerk_lat", "cornering_stiffness",
-    "mass", "class_weight", "max_steer_rate",
+    "mass", "class_weight", "max_steer_rate", "rear_axle",
 )
 
 #: A parameter's per-type setting: a fixed value, a ``(min, max)`` range sampled uniformly per agent
@@ -144,6 +144,14 @@ class ClassSpec:
     models, where the angle follows the command at once and nothing snaps (to reproduce runs made
     before the limit). Ignored by the unicycle (pedestrians), which has no steering."""
 
+    rear_axle: float = 0.0
+    """How far the rear axle sits behind the box centre, as a fraction of the length, in [0, 0.45]
+    (ours). The kinematic bicycle turns about its rear axle, and the tire model's centre of mass lies
+    half a wheelbase ahead of it, so a long vehicle's tail follows its rear wheels instead of swinging
+    out as far as its nose: a 12 m bus turning about its centre swings its rear corner 0.6 m out at a
+    0.1 rad heading change, about its rear axle (2.7 m behind the centre) 0.3 m. 0: every model turns
+    about the box centre (cars, and every run made before the option)."""
+
     def __post_init__(self) -> None:
         _set(self, "dynamics", check_enum("ClassSpec.dynamics", self.dynamics, DynamicsModel))
         for name in ("length", "width", "height"):
@@ -159,6 +167,7 @@ class ClassSpec:
         check_float("ClassSpec.wheelbase_ratio", self.wheelbase_ratio, 0.0, 1.0, lo_open=True)
         if self.max_steer_rate is not None:
             check_float("ClassSpec.max_steer_rate", self.max_steer_rate, 0.0, 100.0, lo_open=True)
+        check_float("ClassSpec.rear_axle", self.rear_axle, 0.0, 0.45)
         comfort = check_tuple("ClassSpec.comfort", self.comfort, 4)
         for i, x in enumerate(comfort):
             check_float(f"ClassSpec.comfort[{i}]", x, 0.0)
