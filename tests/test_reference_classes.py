@@ -3,9 +3,10 @@ the quick preset's worlds on grid_town (``benchmarks/reference_driver.py --class
 prints the full table, 800 episodes per class and map, in BENCHMARKS.md).
 
 Cars meet the check's targets (at most 1% off-road, wrong-way, red light and collision, at least 85%
-goal reach; with the margin 120 episodes leave). Trucks and buses do not yet (BENCHMARKS.md: 8-27%
-off-road): their bounds hold what the driver does today, so a change that makes long vehicles
-less drivable fails here."""
+goal reach; with the margin 120 episodes leave). Trucks and buses come near them on grid_town
+(BENCHMARKS.md: 1.9-3.6% off-road, 86-94% goal reach) but not on carla_town01 (9-14% off-road): their
+bounds hold what the driver does today, so a change that makes long vehicles less drivable fails
+here."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from terrazero_env.evaluation.evaluate import evaluate
 
 WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
 #: class: (least goal reach, most off-road, most wrong-way, most red light, most collision)
-BOUNDS = {"car": (0.85, 0.03, 0.03, 0.03, 0.03), "truck": (0.80, 0.15, 0.05, 0.03, 0.03),
-          "bus": (0.65, 0.20, 0.04, 0.06, 0.04)}
+BOUNDS = {"car": (0.85, 0.03, 0.03, 0.03, 0.03), "truck": (0.85, 0.08, 0.04, 0.03, 0.03),
+          "bus": (0.80, 0.06, 0.03, 0.04, 0.03)}
 
 
 @pytest.mark.parametrize("cls", list(WEIGHTS))
