@@ -289,8 +289,12 @@ cdef bint _place_on_sidewalk(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
             return True
     return False
 
-cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
-    """A goal ahead along the lane graph (pedestrians: straight ahead along their heading)."""
+cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a, bint from_lane=False) noexcept nogil:
+    """A goal ahead along the lane graph (pedestrians: straight ahead along their heading). The walk
+    starts on the lane nearest the agent, or with ``from_lane`` on the lane it was just placed on
+    (``a.lane``, ``a.lane_s``): where lanes overlap (a real junction's connectors leave a lane end
+    together and run side by side for metres) the nearest one may lead elsewhere than the agent's
+    own, and a goal walked from it may lie where the agent's lane cannot reach."""
     cdef const MapC* m = e.wmap[w]
     cdef Rng* rng = &e.rngs[w]
     cdef double d, s, dt2, t
@@ -301,6 +305,9 @@ cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
         a.goal_y = a.y + d * sin(a.heading)
         a.goal_z = a.z
         return True
+    if from_lane and a.lane >= 0:
+        return sample_goal(m, rng, a.lane, a.lane_s, a.x, a.y, cos(a.heading), sin(a.heading),
+                           e.goal_lo, e.goal_hi, e.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
     seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &dt2, &t)
     if seg < 0:
         return False
@@ -365,7 +372,7 @@ cdef void _init_random(Engine e, Py_ssize_t w) noexcept nogil:
             if c != CLS_PEDESTRIAN and offroad(m, a, e.z_gate):
                 continue
             if role == ROLE_CONTROLLED:
-                if not _assign_goal(e, w, a):
+                if not _assign_goal(e, w, a, True):
                     continue
                 if e.goal_lane_change > 0 and c <= CLS_BUS and rng_uniform(rng) < e.goal_lane_change:
                     _goal_to_neighbour(e, w, a)
