@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.distributions import CategoricalDistribution
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
@@ -31,7 +32,8 @@ from terrazero_env import engine as core
 from terrazero_env.envs.vector import policy_layout
 
 __all__ = ["DeepSetsExtractor", "DeepSetsPolicy", "PackedObs", "TypedActionHeads", "count_parameters",
-           "encode_present", "layout_from_env", "max_pool_rows", "pack_entities"]
+           "encode_present", "layout_from_env", "linear_relu_layers", "max_pool_rows", "mlp_no_grad",
+           "pack_entities"]
 
 #: Adam's settings when a caller gives no ``optimizer_kwargs`` (copied per model): eps 1e-8, and torch's
 #: fused step (one kernel over each parameter, ``torch.optim.Adam(fused=True)``, on the CPU from torch
@@ -115,38 +117,138 @@ def max_pool_rows(h: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Ten
     return pooled.scatter_reduce(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
 
 
-def encode_present(mlp: nn.Module, rows: torch.Tensor, feats: torch.Tensor, n_rows: int) -> torch.Tensor:
+def linear_relu_layers(mlp: nn.Module) -> list[nn.Linear] | None:
+    """The linear layers of ``mlp`` when it is a stack of ``Linear``, ``ReLU`` pairs (what the Deep Sets
+    encoders, the ego MLP and the trunk are, :func:`_mlp`); None for any other module."""
+    if not isinstance(mlp, nn.Sequential) or len(mlp) == 0 or len(mlp) % 2:
+        return None
+    layers = list(mlp)
+    linears = layers[0::2]
+    if not (all(type(m) is nn.Linear and m.bias is not None for m in linears)
+            and all(type(m) is nn.ReLU for m in layers[1::2])):
+        return None
+    return linears
+
+
+class _Scratch:
+    """Activation buffers of the no-gradient entity MLPs, kept from one call to the next and grown by a
+    quarter when too small: a fresh tensor of the road group's size (some 17,000 x 32 float32 per
+    minibatch) costs more in first-touch page faults than the matrix multiply that fills it."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[int, torch.Tensor] = {}
+
+    def get(self, key: int, rows: int, width: int, like: torch.Tensor) -> torch.Tensor:
+        buf = self._buffers.get(key)
+        if buf is None or buf.shape[0] < rows or buf.shape[1] != width or buf.dtype != like.dtype:
+            buf = self._buffers[key] = like.new_empty((rows + rows // 4, width))
+        return buf[:rows]
+
+
+def mlp_no_grad(mlp: nn.Module, x: torch.Tensor, scratch: _Scratch | None = None) -> torch.Tensor:
+    """``mlp(x)`` without autograd for a stack of ``Linear``, ``ReLU`` pairs: each layer one ``addmm``
+    (as ``nn.Linear`` computes it) and an in-place ReLU, into ``scratch``'s buffers where given (the
+    result is then a view of them, valid until the next call with the same scratch); any other module
+    is simply called."""
+    linears = linear_relu_layers(mlp)
+    if linears is None or torch.is_grad_enabled():
+        return mlp(x)
+    for i, lin in enumerate(linears):
+        out = None if scratch is None else scratch.get(i, x.shape[0], lin.out_features, x)
+        x = torch.addmm(lin.bias, x, lin.weight.t(), out=out)
+        x.relu_()
+    return x
+
+
+def _winners(arg: torch.Tensor, n_packed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From a segment max's ``arg`` ``[n_rows, H]`` (the packed row attaining each pooled entry, -1 for
+    none): the packed rows that attain at least one entry (``winners``, ascending), and for every
+    attained entry its flat position in the pool (``src``) and in a ``[len(winners), H]`` block of
+    the winners' rows (``dst``)."""
+    width = arg.shape[1]
+    flat_arg = arg.reshape(-1)
+    src = (flat_arg >= 0).nonzero().squeeze(1)
+    at = flat_arg.index_select(0, src)
+    won = torch.zeros(n_packed, dtype=torch.bool)
+    won[at] = True
+    winners = won.nonzero().squeeze(1)
+    slot = torch.cumsum(won, 0) - 1
+    dst = slot.index_select(0, at) * width + src % width
+    return winners, src, dst
+
+
+class _PooledMLP(torch.autograd.Function):
+    """``max_pool_rows(mlp(feats), rows, n_rows)`` for an MLP of ``Linear``, ``ReLU`` pairs, with the
+    backward pass written out over the winners only.
+
+    A Deep Sets max-pool passes each pooled entry's gradient to the one entity that attains it
+    (Zaheer et al. 2017; the same argument routes gradients through max-pooling layers in CNNs). The
+    forward pass runs the MLP on every present entity without autograd, into reused buffers, and the
+    compiled segment max finds the attaining entity of each entry; it keeps each layer's input at the
+    winners (at most ``n_rows x H`` of them: on the quick preset's minibatches 16% of the road
+    entities). The backward pass scatters the pooled gradient into those rows (the attaining entry of
+    a ReLU output is > 0, so its derivative is 1 there) and back-propagates through the linear layers
+    by hand: ``dW = dz^T a``, ``db = sum dz``, ``da = dz W`` masked by ``a > 0``. No entity's forward
+    pass runs twice and no graph of the per-entity MLP is recorded. Values equal the plain path's
+    exactly; gradients up to float summation order."""
+
+    @staticmethod
+    def forward(ctx: Any, feats: torch.Tensor, rows: torch.Tensor, n_rows: int, scratch: _Scratch | None,
+                *params: torch.Tensor) -> torch.Tensor:
+        weights, biases = params[0::2], params[1::2]
+        inputs = []
+        x = feats
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            inputs.append(x)
+            out = None if scratch is None else scratch.get(i, x.shape[0], w.shape[0], x)
+            x = torch.addmm(b, x, w.t(), out=out)
+            x.relu_()
+        pooled, arg = segment_max(x.contiguous().numpy(), rows.numpy(), n_rows)
+        winners, src, dst = _winners(torch.from_numpy(arg), feats.shape[0])
+        ctx.save_for_backward(src, dst, *(a.index_select(0, winners) for a in inputs), *weights)
+        ctx.n_layers, ctx.n_winners, ctx.width = len(weights), winners.shape[0], x.shape[1]
+        return torch.from_numpy(pooled)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        src, dst, *saved = ctx.saved_tensors
+        inputs, weights = saved[:ctx.n_layers], saved[ctx.n_layers:]
+        dz = grad.new_zeros(ctx.n_winners * ctx.width)
+        dz[dst] = grad.reshape(-1).index_select(0, src)
+        dz = dz.view(ctx.n_winners, ctx.width)
+        out: list[torch.Tensor | None] = []
+        for i in range(ctx.n_layers - 1, -1, -1):
+            a = inputs[i]
+            out[:0] = [dz.t().mm(a), dz.sum(0)]
+            if i:
+                dz = dz.mm(weights[i]).mul_(a > 0)
+        return (None, None, None, None, *out)
+
+
+def encode_present(mlp: nn.Module, rows: torch.Tensor, feats: torch.Tensor, n_rows: int,
+                   scratch: _Scratch | None = None) -> torch.Tensor:
     """``max_pool_rows(mlp(feats), rows, n_rows)``: the Deep Sets max-pool of a per-entity MLP over the
     packed present entities ``feats`` ``[P, width]`` of observation rows ``rows`` ``[P]``.
 
-    With a gradient to compute (CPU, float32), the MLP runs on every entity without recording its
-    graph, the compiled segment max finds the entity attaining each pooled entry, and only those
-    winners go through the MLP again with the graph recorded: a max-pool's gradient reaches the
-    attaining entity alone (Zaheer et al. 2017, the pool of Deep Sets; the same argument routes
-    gradients through max-pooling layers in CNNs), so the backward pass, and the activations it keeps,
-    shrink from every present entity to at most ``n_rows x hidden`` winners (on the quick preset a
-    quarter of the road entities). Values and gradients equal the plain path's up to float summation
-    order (the winners' recomputation may take another matrix-multiply blocking). Elsewhere (no
-    gradient, another device or dtype, ``feats`` itself requiring a gradient) the plain path runs."""
+    On the CPU in float32 with an MLP of ``Linear``, ``ReLU`` pairs: without a gradient to compute (the
+    collection, the value bootstraps), the MLP runs in place (:func:`mlp_no_grad`) and
+    ``scatter_reduce("amax")`` pools it (a quarter of the compiled segment max's time: it needs no
+    attaining row, and torch vectorizes it over the columns); with one, :class:`_PooledMLP` runs the MLP on every entity without autograd
+    and back-propagates through the attaining entities alone. ``scratch``: reused activation buffers.
+    Values and gradients equal the plain path's up to float summation order
+    (``tests/test_agents_fastpaths.py``). Elsewhere (another device, dtype or module, ``feats``
+    itself requiring a gradient) the plain path runs."""
     compiled = feats.device.type == "cpu" and feats.dtype == torch.float32 and feats.dim() == 2
-    if not torch.is_grad_enabled() and compiled:  # collection: the compiled pool, no autograd node
-        return torch.from_numpy(segment_max(mlp(feats).contiguous().numpy(), rows.numpy(), n_rows)[0])
-    if not (compiled and not feats.requires_grad):
+    linears = linear_relu_layers(mlp) if compiled and not feats.requires_grad else None
+    if linears is None:
         return max_pool_rows(mlp(feats), rows, n_rows)
-    with torch.no_grad():
-        h = mlp(feats)
-    _, arg_np = segment_max(h.contiguous().numpy(), rows.numpy(), n_rows)
-    arg = torch.from_numpy(arg_np)
-    hit = arg >= 0
-    won = torch.zeros(feats.shape[0] + 1, dtype=torch.bool)
-    won[arg[hit]] = True
-    won = won[:-1]
-    winners = won.nonzero().squeeze(1)
-    hw = mlp(feats.index_select(0, winners))
-    if winners.numel() == 0:  # no positive activation anywhere: the pool is 0 (still tied to the graph)
-        return hw.sum() * 0.0 + h.new_zeros(n_rows, h.shape[1])
-    slot = (torch.cumsum(won, 0) - 1).index_select(0, arg.clamp(min=0).reshape(-1)).reshape(arg.shape)
-    return torch.where(hit, hw.gather(0, slot.clamp(min=0)), hw.new_zeros(()))
+    if not torch.is_grad_enabled():  # values only: torch's scatter max, vectorized over the columns
+        h = mlp_no_grad(mlp, feats, scratch)
+        pooled = h.new_zeros(n_rows, h.shape[1])
+        return pooled.scatter_reduce_(0, rows.unsqueeze(1).expand(-1, h.shape[1]), h, "amax", include_self=True)
+    params = [t for lin in linears for t in (lin.weight, lin.bias)]
+    return _PooledMLP.apply(feats, rows, n_rows, scratch, *params)
 
 
 class PackedObs(NamedTuple):
@@ -203,6 +305,8 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
                                        for g in self.entity_groups})
         width = ego_hidden + entity_hidden * len(self.entity_groups)
         self.trunk = _mlp([width, *trunk])
+        #: Reused activation buffers of each entity group's MLP (:class:`_Scratch`; not parameters).
+        self._scratch = {g: _Scratch() for g in self.entity_groups}
 
     def encode_entities(self, group: str, obs: torch.Tensor) -> torch.Tensor:
         """Max-pool of the shared per-entity MLP over the present (not all-zero) rows of ``obs``
@@ -216,7 +320,7 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
         if self.encoder == "dense":
             return self.encode_entities_dense(group, obs)
         rows, feats = pack_entities(obs, *self.layout[group])
-        return encode_present(self.encoders[group], rows, feats, obs.shape[0])
+        return encode_present(self.encoders[group], rows, feats, obs.shape[0], self._scratch[group])
 
     def encode_entities_dense(self, group: str, obs: torch.Tensor) -> torch.Tensor:
         """The reference encoder: the MLP on every padded row, then a masked max-pool."""
@@ -236,14 +340,15 @@ class DeepSetsExtractor(BaseFeaturesExtractor):
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         ego_start, _, ego_width = self.layout["ego"]
-        parts = [self.ego(obs[:, ego_start:ego_start + ego_width])]
+        parts = [mlp_no_grad(self.ego, obs[:, ego_start:ego_start + ego_width])]
         parts += [self.encode_entities(g, obs) for g in self.entity_groups]
-        return self.trunk(torch.cat(parts, dim=1))
+        return mlp_no_grad(self.trunk, torch.cat(parts, dim=1))
 
     def _features_packed(self, packed: PackedObs) -> torch.Tensor:
-        parts = [self.ego(packed.ego)]
-        parts += [encode_present(self.encoders[g], *packed.groups[g], packed.n) for g in self.entity_groups]
-        return self.trunk(torch.cat(parts, dim=1))
+        parts = [mlp_no_grad(self.ego, packed.ego)]
+        parts += [encode_present(self.encoders[g], *packed.groups[g], packed.n, self._scratch[g])
+                  for g in self.entity_groups]
+        return mlp_no_grad(self.trunk, torch.cat(parts, dim=1))
 
     def _autocast(self, x: torch.Tensor, compute: Any, arg: Any) -> torch.Tensor:
         if self.bf16 and x.is_cuda:
@@ -331,6 +436,15 @@ class DeepSetsPolicy(ActorCriticPolicy):
         packed = self.features_extractor.pack(self.obs_to_float(obs))
         latent_pi, latent_vf = self.mlp_extractor(self.features_extractor.forward_packed(packed))
         values = self.value_net(latent_vf)
+        log_pmf = self._categorical(latent_pi)
+        if log_pmf is not None:  # torch's Categorical, step for step, without the object
+            probs = torch.softmax(log_pmf, dim=-1)
+            if deterministic:
+                actions = torch.argmax(probs, dim=1)
+            else:
+                actions = torch.multinomial(probs, 1, True).T.reshape(-1)
+            log_prob = log_pmf.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            return actions.reshape((-1, *self.action_space.shape)), values, log_prob, packed
         distribution = self._get_action_dist_from_latent(latent_pi)
         actions = distribution.get_actions(deterministic=deterministic)
         log_prob = distribution.log_prob(actions)
@@ -340,9 +454,27 @@ class DeepSetsPolicy(ActorCriticPolicy):
                                 actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """SB3's ``evaluate_actions`` on already packed observations (:class:`PackedObs`)."""
         latent_pi, latent_vf = self.mlp_extractor(self.features_extractor.forward_packed(packed))
+        log_pmf = self._categorical(latent_pi)
+        if log_pmf is not None:  # SB3's order of operations, so autograd sums the gradients in its order
+            log_prob = log_pmf.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            values = self.value_net(latent_vf)
+            clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
+            entropy = -(clamped * torch.softmax(log_pmf, dim=-1)).sum(-1)
+            return values, log_prob, entropy
         distribution = self._get_action_dist_from_latent(latent_pi)
         log_prob = distribution.log_prob(actions)
         return self.value_net(latent_vf), log_prob, distribution.entropy()
+
+    def _categorical(self, latent_pi: torch.Tensor) -> torch.Tensor | None:
+        """For a Discrete action space, the normalized log-probabilities that
+        ``torch.distributions.Categorical(logits=...)`` holds for the action head's logits (the logits
+        minus their logsumexp), computed as it computes them; the callers take its softmax, sample and
+        gather as it does, without building the distribution object or validating its arguments (a
+        dozen small ops per call). None for other action distributions (SB3's path)."""
+        if not isinstance(self.action_dist, CategoricalDistribution):
+            return None
+        logits = self.action_net(latent_pi)
+        return logits - logits.logsumexp(dim=-1, keepdim=True)
 
     @staticmethod
     def obs_to_float(obs: torch.Tensor) -> torch.Tensor:

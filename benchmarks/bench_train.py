@@ -22,7 +22,10 @@ rate is timed over ``--iterations`` iterations after one warm-up iteration. Torc
 ``--threads`` CPU threads (the presets train on one). ``--phases N`` adds, per training row, N more
 iterations timed phase by phase (collection: engine, policy forward, packing, bootstraps, advantages;
 update: PopArt, V-trace, minibatch gather, forward, loss, backward, clipping, Adam; bookkeeping), in
-milliseconds per iteration. ``--mode ranks`` runs the data-parallel
+milliseconds per iteration. ``--clock cpu`` times rates and phases in this process's CPU seconds
+instead of wall-clock seconds: with one torch thread the loop runs on one core, and on a machine
+shared with other jobs the CPU clock does not count the time they take that core away (the engine
+row is timed the same way, so the shares compare). ``--mode ranks`` runs the data-parallel
 scaling table under ``torchrun`` (``--ranks``, ``--steps``) as before.
 
 Writes ``benchmarks/results/train_pipeline.json`` (or ``train_scaling.json``) and prints a Markdown
@@ -59,6 +62,13 @@ VARIANTS = {"before": ({"array_path": False}, {"encoder": "dense"}), "after": ({
 # ------------------------------------------------------------------------------------ pipeline
 
 
+#: The clock of every rate and phase (``--clock``): wall-clock seconds, or the CPU seconds of this
+#: process (its one thread: the engine and torch run on it), which other jobs on a shared machine do
+#: not inflate.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock_now = CLOCKS["wall"]
+
+
 def engine_rate(cfg: Any, steps: int) -> float:
     """Agent steps per second of the native vector env alone, random actions."""
     import terrazero_env
@@ -69,10 +79,10 @@ def engine_rate(cfg: Any, steps: int) -> float:
     n = env.single_action_space.n
     actions = rng.integers(0, n, size=(steps, env.num_envs))
     env.step(actions[0])
-    t0 = time.perf_counter()
+    t0 = clock_now()
     for a in actions[1:]:
         env.step(a)
-    rate = env.num_envs * (steps - 1) / (time.perf_counter() - t0)
+    rate = env.num_envs * (steps - 1) / (clock_now() - t0)
     env.close()
     return rate
 
@@ -102,11 +112,11 @@ def training_rate(cfg: Any, row: str, variant: str, args: argparse.Namespace) ->
     model.learn(per_iter)
     if args.device == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = clock_now()
     model.learn(per_iter * args.iterations, reset_num_timesteps=False)
     if args.device == "cuda":
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
+    seconds = clock_now() - t0
     params = sum(p.numel() for p in model.policy.parameters())
     out = {"row": row, "variant": variant, "parameters": params, "agent_steps": per_iter * args.iterations,
            "seconds": seconds, "agent_steps_per_s": per_iter * args.iterations / seconds}
@@ -136,11 +146,11 @@ class PhaseClock:
 
         def timed(*a: Any, **k: Any) -> Any:
             phase = key(self.state) if callable(key) else key
-            t0 = time.perf_counter()
+            t0 = clock_now()
             try:
                 return original(*a, **k)
             finally:
-                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + clock_now() - t0
                 self.calls[phase] = self.calls.get(phase, 0) + 1
 
         self._undo.append((owner, name, original, own))
@@ -176,6 +186,7 @@ def phase_breakdown(model: Any, iterations: int) -> dict[str, Any]:
     backward, gradient clipping, Adam) and the rest (buffer writes, logging, callbacks)."""
     import torch
     from terrazero_env.agents import collect, losses, policies
+    from terrazero_env.agents import ppo as ppo_module
 
     clock = PhaseClock()
     venv = collect.array_vector_env(model.env)
@@ -197,18 +208,23 @@ def phase_breakdown(model: Any, iterations: int) -> dict[str, Any]:
     clock.wrap(losses, "masked_ppo_loss", "update: loss")
     clock.wrap(torch.autograd, "backward", "update: backward")
     clock.wrap(torch.nn.utils, "clip_grad_norm_", "update: gradient clipping")
+    flat = getattr(ppo_module, "FlatGradients", None)  # the flat gradient buffer, where the learner has it
+    if flat is not None:
+        clock.wrap(flat, "clip_norm_", "update: gradient clipping")
+        clock.wrap(flat, "zero_", "update: zero_grad")
+        clock.wrap(flat, "adam_step", "update: Adam step")
     clock.wrap(model.policy.optimizer, "step", "update: Adam step")
     clock.wrap(model.policy.optimizer, "zero_grad", "update: zero_grad")
     clock.wrap(model, "collect_rollouts", "collection: total")
     clock.wrap(model, "train", "update: total")
     clock.set_state(model, "train", "update")
     per_iter = model.n_steps * model.n_envs
-    t0 = time.perf_counter()
+    t0 = clock_now()
     try:
         model.learn(per_iter * iterations, reset_num_timesteps=False)
     finally:
         clock.restore()
-    total = time.perf_counter() - t0
+    total = clock_now() - t0
     ms = {k: 1000.0 * v / iterations for k, v in clock.seconds.items()}
     ms["iteration"] = 1000.0 * total / iterations
     ms["bookkeeping (learn minus collection and update)"] = (
@@ -237,6 +253,8 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
     from terrazero_env.config.io import load_config
 
+    global clock_now
+    clock_now = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     cfg = load_config(args.preset)
     if args.worlds:
@@ -259,7 +277,8 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{row} {variant}: {results[-1]['agent_steps_per_s']:,.0f} agent-steps/s", flush=True)
     load_after = os.getloadavg()
     print(f"\n{args.preset} worlds: {cfg.num_worlds} x {cfg.slots_per_world} slots, device {args.device}, "
-          f"{args.threads} torch thread(s); load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
+          f"{args.threads} torch thread(s), {args.clock} clock; load average {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after\n")
     names = {"before": "before: adapter path, dense encoder", "after": "after: array path, packed encoder"}
     print("| row | parameters | " + " | ".join(names[v] for v in args.variants) + " | best / engine |\n|---|---:|"
           + "---:|" * (len(args.variants) + 1))
@@ -274,7 +293,7 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
         share = f"{best / engine:.3f}" if engine else "-"
         print(f"| {row} | {rates[0]['parameters']:,} | " + " | ".join(f"{r['agent_steps_per_s']:,.0f}" for r in rates)
               + f" | {share} |")
-    return {"meta": {**_machine(args), "worlds": cfg.num_worlds, "slots_per_world": cfg.slots_per_world,
+    return {"meta": {**_machine(args), "clock": args.clock, "worlds": cfg.num_worlds, "slots_per_world": cfg.slots_per_world,
                      "load_average_before": load_before, "load_average_after": load_after},
             "results": results}
 
@@ -340,6 +359,9 @@ def main() -> None:
     p.add_argument("--phases", type=int, default=0, metavar="N",
                    help="pipeline, CPU: after the timed iterations, N more with a per-phase millisecond breakdown")
     p.add_argument("--threads", type=int, default=1, help="pipeline: torch CPU threads")
+    p.add_argument("--clock", choices=list(CLOCKS), default="wall",
+                   help="pipeline: wall-clock seconds, or this process's CPU seconds (steadier on a shared "
+                        "machine; with one torch thread, the seconds of the one core the loop runs on)")
     p.add_argument("--ppo", action="append", default=[], metavar="KEY=JSON",
                    help="pipeline: a train-section setting for every training row, e.g. num_minibatches=8")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])

@@ -1,6 +1,7 @@
 """The learner's fast paths against their plain references: the winners-only gradient of the Deep
-Sets max-pool, the packing kept from collection and gathered per minibatch, the packed forward of
-collection, and PPO trained with and without the kept packing."""
+Sets max-pool (``tests/test_learner_fastpaths.py`` holds its hand-written backward pass too), the
+packing kept from collection and gathered per minibatch, the packed forward of collection, and PPO
+trained with and without the kept packing."""
 
 import numpy as np
 import pytest
@@ -43,9 +44,9 @@ def grads(module):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_winner_gradient_equals_the_full_backward_of_the_max_pool(seed):
-    """``encode_present`` (graph recorded for the attaining entities only) gives the values and the
-    parameter gradients of the plain path (MLP on every entity, compiled segment max with its
-    backward) and of the dense masked max, on rows with many, one and no entities."""
+    """``encode_present`` (gradient back-propagated through the attaining entities only) gives the
+    values and the parameter gradients of the plain path (MLP on every entity, compiled segment max
+    with its backward) and of the dense masked max, on rows with many, one and no entities."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     count, width, hidden, n = 30, 7, 24, 40
