@@ -82,6 +82,11 @@ class TrainSettings:
     bundled one (``bundled``), a folder or a glob of ``.tzb`` files; relative paths are relative to the
     working directory and recorded absolute. Every world reset draws one, balanced over the dataset's
     (region, type) groups (None: the config's maps; ours)."""
+    init_from: str | None = None
+    """A warm start (a curriculum's second stage): a checkpoint zip or run folder whose policy weights
+    and PopArt moments the new run starts from, with a fresh optimizer, step count and learning-rate
+    schedule; its policy must have this run's shapes (same observation layout and policy settings).
+    None: a freshly initialized policy (ours)."""
     ppo: dict[str, Any] = field(default_factory=lambda: {"n_steps": N_STEPS})
     """:data:`PPO_KEYS` arguments of :class:`~terrazero_env.agents.PPO`; unset keys take PPO's defaults
     (table 14). ``n_steps`` is recorded explicitly: PPO's own default (``agents.ppo.N_STEPS``, ours;
@@ -99,6 +104,8 @@ class TrainSettings:
             check_int("train.torch_threads", self.torch_threads, 1)
         if self.dataset is not None and not (isinstance(self.dataset, str) and self.dataset):
             raise ValueError(f"train.dataset: a manifest path or bundled dataset name, got {self.dataset!r}")
+        if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
+            raise ValueError(f"train.init_from: a checkpoint zip or run folder, got {self.init_from!r}")
         if not isinstance(self.policy, dict):
             raise ValueError(f"train.policy: a mapping of DeepSetsPolicy arguments, got {self.policy!r}")
         unknown = set(self.ppo) - PPO_KEYS

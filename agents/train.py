@@ -82,6 +82,27 @@ def train_from_args(args: argparse.Namespace) -> Path:
     return _train(plan, out, args.device, args.progress, not args.no_tensorboard)
 
 
+def _warm_start(model: Any, source: str, dev: Any) -> None:
+    """``train.init_from``: the policy weights and PopArt moments of another run's checkpoint (its
+    run folder's ``checkpoint.zip``, or a zip), loaded into ``model``'s policy; a checkpoint whose
+    parameters differ in name or shape is refused, naming the first."""
+    from .evaluate import load_checkpoint
+
+    src = Path(source)
+    zip_path = src / "checkpoint.zip" if src.is_dir() else src
+    if not zip_path.is_file():
+        raise ValueError(f"train.init_from: no checkpoint at {zip_path}")
+    donor = load_checkpoint(zip_path, device=str(dev))
+    have, give = model.policy.state_dict(), donor.policy.state_dict()
+    for name in sorted(set(have) | set(give)):
+        if name not in have or name not in give or have[name].shape != give[name].shape:
+            shape = tuple(give[name].shape) if name in give else "absent"
+            raise ValueError(f"train.init_from: {zip_path} does not fit this run's policy: parameter {name!r} "
+                             f"is {shape} there, {tuple(have[name].shape) if name in have else 'absent'} here")
+    model.policy.load_state_dict(give)
+    model.popart_mean, model.popart_sq_mean = donor.popart_mean, donor.popart_sq_mean
+
+
 def _train(plan: ResolvedRun, out: Path, device: str, progress: str, tensorboard: bool,
            stop_after: int | None = None) -> Path:
     """The job of :func:`train`, from resolved settings (a resume continues ``plan.checkpoint``)."""
@@ -115,6 +136,8 @@ def _train(plan: ResolvedRun, out: Path, device: str, progress: str, tensorboard
     model.sync = sync
     sync.broadcast_module(model.policy)
     iteration, seconds = 0, 0.0
+    if settings.init_from is not None and not resume:
+        _warm_start(model, settings.init_from, dev)
     if resume:
         extra = ckpt.load_rank_state(model, plan.checkpoint / f"rank{sync.rank}.pt", sync.rank, sync.world_size)
         iteration, seconds = int(extra["iteration"]), float(extra["seconds"])
