@@ -15,6 +15,7 @@ type gets its own action head.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -133,16 +134,27 @@ def linear_relu_layers(mlp: nn.Module) -> list[nn.Linear] | None:
 class _Scratch:
     """Activation buffers of the no-gradient entity MLPs, kept from one call to the next and grown by a
     quarter when too small: a fresh tensor of the road group's size (some 17,000 x 32 float32 per
-    minibatch) costs more in first-touch page faults than the matrix multiply that fills it."""
+    minibatch) costs more in first-touch page faults than the matrix multiply that fills it. Each
+    thread has its own buffers (a policy called from two threads at once computes correctly), and a
+    copy or pickle of the policy starts with none."""
 
     def __init__(self) -> None:
-        self._buffers: dict[int, torch.Tensor] = {}
+        self._local = threading.local()
 
     def get(self, key: int, rows: int, width: int, like: torch.Tensor) -> torch.Tensor:
-        buf = self._buffers.get(key)
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is None:
+            buffers = self._local.buffers = {}
+        buf = buffers.get(key)
         if buf is None or buf.shape[0] < rows or buf.shape[1] != width or buf.dtype != like.dtype:
-            buf = self._buffers[key] = like.new_empty((rows + rows // 4, width))
+            buf = buffers[key] = like.new_empty((rows + rows // 4, width))
         return buf[:rows]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._local = threading.local()
 
 
 def mlp_no_grad(mlp: nn.Module, x: torch.Tensor, scratch: _Scratch | None = None) -> torch.Tensor:

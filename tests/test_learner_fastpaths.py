@@ -194,3 +194,36 @@ def test_direct_fused_adam_step_equals_the_optimizer_step():
     loop = torch.optim.Adam(nets[0].parameters(), lr=1e-3, foreach=False)
     loop.step()
     assert not flat.adam_step(loop)
+
+
+def test_scratch_buffers_are_per_thread_and_not_copied():
+    """Two threads pooling different batches through one encoder at once each get their own result
+    (each thread has its own buffers); a deep copy of an extractor's scratch starts empty and works."""
+    import copy
+    import threading
+
+    torch.manual_seed(0)
+    mlp = _mlp([7, 32, 32])
+    scratch = _Scratch()
+    batches = [packed_entities(seed, n=60) for seed in (4, 5)]
+    with torch.no_grad():
+        want = [max_pool_rows(mlp(f), r, 60) for r, f in batches]
+    got = [[], []]
+
+    def work(k):
+        with torch.no_grad():
+            for _ in range(50):
+                got[k].append(encode_present(mlp, *batches[k], 60, scratch))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in (0, 1):
+        assert len(got[k]) == 50
+        for out in got[k]:
+            torch.testing.assert_close(out, want[k], rtol=0, atol=0)
+    clone = copy.deepcopy(scratch)
+    with torch.no_grad():
+        torch.testing.assert_close(encode_present(mlp, *batches[0], 60, clone), want[0], rtol=0, atol=0)
