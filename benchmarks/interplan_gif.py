@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--family", required=True, choices=[f.name for f in interplan.INTERPLAN])
     p.add_argument("--scene", type=int, default=0, help="scene index within the family (the suite's order)")
     p.add_argument("--seed", type=int, default=0, help="the suite's seed")
+    p.add_argument("--scenes", type=int, default=10, help="scenes per family in the suite run shown (its --scenes)")
     p.add_argument("--zoom", type=float, default=25.0, help="half-width (m) of the window on the ego")
     p.add_argument("--dpi", type=int, default=60)
     p.add_argument("--fps", type=int, default=10)
@@ -49,24 +50,36 @@ def main() -> None:
         zip_path, cfg, _ = resolve_run(args.run)
         model = load_checkpoint(zip_path)
     fam = interplan.get_family(args.family)
-    scenes = interplan.build_scenes(fam, args.scene + 1, args.seed)
+    scenes = interplan.build_scenes(fam, max(args.scenes, args.scene + 1), args.seed)
     sc = scenes[args.scene]
-    ecfg = interplan.scene_config(cfg, sc.map, 1)
+    # the worlds run_scenes puts this scene among (same map, batches of up to 16, in order), so the
+    # policy sees the batch the suite gives it and the scene plays as it does there
+    idx = [j for j, other in enumerate(scenes) if other.map == sc.map]
+    W = min(16, len(idx))
+    lo = (idx.index(args.scene) // W) * W
+    chunk = idx[lo:lo + W]
+    ecfg = interplan.scene_config(cfg, sc.map, W)
     e = Engine(ecfg)
-    # the seed run_scenes gives the scene's world (its index in the family)
-    e.set_scene(0, sc.agents, seed=zlib.crc32(f"{sc.family}/{args.scene}".encode()))
+    for w in range(W):
+        j = chunk[w] if w < len(chunk) else chunk[0]
+        e.set_scene(w, scenes[j].agents, seed=zlib.crc32(f"{scenes[j].family}/{chunk[min(w, len(chunk) - 1)]}".encode()))
+    world = chunk.index(args.scene)
     actor = as_actor(model, deterministic=True)
-    actor.begin(e, np.arange(1), np.zeros(1, np.int64))
-    rec = RolloutRecorder(e, 0, zoom=args.zoom, dpi=args.dpi)
+    actor.begin(e, np.arange(len(chunk)), np.zeros(len(chunk), np.int64))
+    rec = RolloutRecorder(e, world, zoom=args.zoom, dpi=args.dpi)
     rec.capture()
-    live = np.zeros(e.num_worlds * e.slots_per_world, bool)
-    live[0] = True
+    live = np.zeros(W, bool)
+    live[:len(chunk)] = True
+    watch = np.zeros(W, bool)
+    watch[world] = True
     steps = 0
-    for step in drive(actor, e, live, limit=ecfg.episode_length + 2):
+    for step in drive(actor, e, live, watch=watch, limit=ecfg.episode_length + 2):
+        if not step.before[world]:
+            break
         steps += 1
-        if steps % args.every == 0 or not step.live.any():
+        if steps % args.every == 0 or step.ended[world]:
             rec.capture()
-    events = [k for c, k in enumerate(COUNTER_NAMES) if e.counters[0, c] > 0]
+    events = [k for c, k in enumerate(COUNTER_NAMES) if e.counters[world, c] > 0]
     out = rec.save(args.output, fps=args.fps)
     print(f"{args.family} scene {args.scene} ({sc.map}): {steps} steps, events {events or 'none'}; wrote {out}")
 
