@@ -184,8 +184,10 @@ def default_classes() -> dict[AgentType, ClassSpec]:
     three vehicle classes share a 4 x 3 grid size, so a vehicles-only policy has one action space. The
     truck steers up to 0.7 rad (a rigid truck's 40 degrees): at 0.3 rad, times a kinematic coefficient
     down to 0.5, its 5-8 m wheelbase turned on a 35-50 m radius and no town corner could be taken. Trucks
-    and buses turn about their rear axle (``rear_axle``: 0.2 and 0.27 of the length from the tail, a rigid
-    truck's and a city bus's rear overhang), the truck's tires corner at 3e5 N/rad per axle (two to four
+    and buses turn about their rear axle (``rear_axle``: 0.25 and 0.27 of the length from the tail, a rigid
+    truck's and a city bus's rear overhang), the truck's wheelbase is 0.55 of its length (a 10 m rigid
+    truck's 5.5 m; at 0.65 an 11 m truck's nose swept 13.4 m from the turn's centre on a one-lane-each-way
+    town's corner, beyond the outer curb), the truck's tires corner at 3e5 N/rad per axle (two to four
     truck tires of about 1e5 N/rad each; at 1.2e5 its understeer on a 15 m town corner at 5 m/s needed
     0.1 rad of slip), and the bus steers up to 0.75 rad (a city bus's 43 degrees)."""
     steer = (-0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5)
@@ -194,7 +196,7 @@ def default_classes() -> dict[AgentType, ClassSpec]:
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0)),
         AgentType.TRUCK: ClassSpec(DynamicsModel.BICYCLE_TIRE, (7.0, 12.0), (2.3, 2.6), (3.0, 4.0),
                                    action_long=(-6.0, -3.0, 0.0, 1.5), action_lat=(-0.7, 0.0, 0.7), max_accel=2.0,
-                                   max_decel=6.0, max_steer=0.7, wheelbase_ratio=0.65, rear_axle=0.3,
+                                   max_decel=6.0, max_steer=0.7, wheelbase_ratio=0.55, rear_axle=0.25,
                                    cornering_stiffness=3.0e5),
         AgentType.BUS: ClassSpec(DynamicsModel.BICYCLE_JERK, (10.0, 13.0), (2.5, 2.6), (3.0, 3.4),
                                  action_long=(-15.0, -4.0, 0.0, 4.0), action_lat=(-4.0, 0.0, 4.0),
