@@ -251,7 +251,7 @@ def print_phases(row: str, variant: str, data: dict[str, Any], epochs: int) -> N
 def pipeline(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from terrazero_env.config.io import load_config
+    from terrazero_env.config.io import apply_overrides, load_config, parse_set_options
 
     global clock_now
     clock_now = CLOCKS[args.clock]
@@ -259,6 +259,8 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
     cfg = load_config(args.preset)
     if args.worlds:
         cfg = cfg.with_overrides(num_worlds=args.worlds)
+    if args.set:
+        cfg = apply_overrides(cfg, parse_set_options(args.set))
     load_before = os.getloadavg()
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = set(rows) - {"engine", *POLICIES}
@@ -366,7 +368,8 @@ def main() -> None:
                    help="pipeline: a train-section setting for every training row, e.g. num_minibatches=8")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=40_000, help="ranks: agent steps per configuration, over all ranks")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="ranks: passed to the trainer")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="pipeline: an engine-config override for every row, e.g. obs.road_segment_length=20; "
+                        "ranks: passed to the trainer")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     data = pipeline(args) if args.mode == "pipeline" else ranks(args)
