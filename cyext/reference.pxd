@@ -84,6 +84,10 @@ ctypedef struct RefParams:
     double swept_path          # m: largest lateral offset taken to keep the box's sweep on the road (0: off)
 
 
+cdef enum:
+    SWEPT_STEPS_MAX = 12  # 0.25 m steps of ``RefParams.swept_path`` at its bound (3 m, reference_driver.pxi)
+
+
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.preview = 0.3
     rp.goal_speed = 2.0
@@ -539,33 +543,44 @@ cdef inline double _swept_offset(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     """Step 3c: a long box centred on its lane swings its corners out of a bend by about
     (length / 2)^2 / (2 R), which for a bus or a truck is more than the lane leaves beside it. When
     the box would touch a road edge or a sidewalk at one of the predicted poses along its lane's
-    centre (``sw``), the driver takes the smallest lateral offset (steps of 0.25 m up to
-    ``swept_path``, either side) whose predicted boxes all stay on the road, or failing that the one
-    whose first touch lies furthest ahead, and replaces the plan with the one along it. Returns the
-    offset (m, + left)."""
-    cdef int first = _sweep_offroad_at(m, &agents[i], sw, rp.z_gate), best_first, k, f, side_k
-    cdef double off, best_off = 0.0, a2, v2
+    centre (``sw``), the driver tries every lateral offset (steps of 0.25 m up to ``swept_path``,
+    either side). Of the offsets whose predicted boxes all stay on the road it takes the middle of
+    the run nearest the centre (the smallest such offset would leave no margin, and from one step to
+    the next it flickers as the predicted poses move on, and the wheels with it); failing any, the
+    one whose first touch lies furthest ahead. The plan is replaced with the one along it. Returns
+    the offset (m, + left)."""
+    cdef int first = _sweep_offroad_at(m, &agents[i], sw, rp.z_gate), best_first, k, f, kmax, j, j0 = 0, j1
+    cdef int side_k, step
+    cdef double best_off = 0.0, off, a2, v2
+    cdef unsigned char ok[2 * SWEPT_STEPS_MAX + 1]
     cdef Sweep sw2
     cdef Leader ld2
     if first > sw.n or rp.swept_path <= 0.0:
         return 0.0
+    kmax = <int>(rp.swept_path / 0.25 + 1e-9)
+    if kmax > SWEPT_STEPS_MAX:
+        kmax = SWEPT_STEPS_MAX
     best_first = first
-    k = 1
-    while 0.25 * k <= rp.swept_path + 1e-9:
+    ok[SWEPT_STEPS_MAX] = 0
+    for k in range(1, kmax + 1):
         for side_k in range(2):
-            off = 0.25 * k * (1.0 if side_k == 0 else -1.0)
-            a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, off, cap, &sw2, &ld2, &v2)
+            j = k if side_k == 0 else -k
+            off = 0.25 * j
+            idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, off, cap, &sw2, &ld2, &v2)
             f = _sweep_offroad_at(m, &agents[i], &sw2, rp.z_gate)
+            ok[SWEPT_STEPS_MAX + j] = f > sw2.n
+            if f > sw2.n and j0 == 0:
+                j0 = j  # the feasible offset nearest the centre (left first on a tie)
             if f > best_first:
                 best_first = f
                 best_off = off
-                if f > sw2.n:
-                    sw[0] = sw2
-                    ld[0] = ld2
-                    acc[0] = a2
-                    v0[0] = v2
-                    return off
-        k += 1
+    if j0 != 0:
+        j1 = j0
+        step = 1 if j0 > 0 else -1
+        while -kmax <= j1 + step <= kmax and ok[SWEPT_STEPS_MAX + j1 + step]:
+            j1 += step
+        j = (j0 + j1) // 2 if j0 > 0 else -((-j0 - j1) // 2)
+        best_off = 0.25 * j
     if best_off != 0.0:
         acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, best_off, cap, sw, ld, v0)
     return best_off
