@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections import defaultdict, deque
 from collections.abc import Generator
 from typing import Any
@@ -39,6 +40,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize, unwrap_vec_wrapper
 
@@ -205,6 +207,22 @@ class PPO(SB3PPO):
         super().save(path, exclude=exclude, include=include)
         if isinstance(path, (str, os.PathLike)):
             add_safe_entry(self, path)
+
+    def _setup_learn(self, total_timesteps: int, callback: Any = None, reset_num_timesteps: bool = True,
+                     tb_log_name: str = "run", progress_bar: bool = False) -> tuple[int, BaseCallback]:
+        """SB3's, with one difference: without a TensorBoard folder (and no logger set by the caller)
+        the logger writes to standard output at ``verbose >= 1`` and nowhere else, as SB3's does, but
+        without the empty ``tempdir/SB3-<time>`` folder that SB3's ``configure`` makes on every
+        ``learn`` for it."""
+        if not self._custom_logger and self.tensorboard_log is None:
+            formats = [HumanOutputFormat(sys.stdout)] if self.verbose >= 1 else []
+            self._logger = Logger(folder=None, output_formats=formats)
+            self._custom_logger = True
+            try:
+                return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+            finally:
+                self._custom_logger = False
+        return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
 
     def _popart_step(self) -> None:
         """Update the statistics with the current value targets (over every rank's) and rescale the

@@ -316,3 +316,25 @@ def test_float16_observations_stay_float16_on_the_data_path():
     assert buf.observations.dtype == torch.float16 and model._last_obs.dtype == np.float16
     assert buf.observations.abs().sum() > 0 and bool(torch.isfinite(buf.advantages).all())
     assert any(not torch.equal(p, q) for p, q in zip(model.policy.parameters(), before))
+
+
+def test_learn_without_tensorboard_leaves_no_sb3_temp_folder(tmp_path, monkeypatch, capsys):
+    """SB3's logger set-up makes an empty ``tempdir/SB3-<time>`` folder on every ``learn`` without a
+    TensorBoard folder; ours logs the same (nothing at verbose 0, the table on stdout at 1) without it."""
+    import tempfile
+
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stock = SB3PPO("MlpPolicy", cartpole(), **COMMON)
+    stock.learn(32 * 4)
+    assert [p.name[:4] for p in tmp_path.iterdir()] == ["SB3-"]  # what this guards against
+    for p in tmp_path.iterdir():
+        p.rmdir()
+    quiet = PPO("MlpPolicy", cartpole(), **COMMON)
+    quiet.learn(32 * 4)
+    quiet.learn(32 * 4, reset_num_timesteps=False)
+    assert capsys.readouterr().out == ""
+    loud = PPO("MlpPolicy", cartpole(), verbose=1, **COMMON)
+    loud.learn(32 * 4)
+    assert "total_timesteps" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
