@@ -129,6 +129,7 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
     nearest the asked-for acceleration and steering angle (yaw rate for the unicycle)."""
     cdef Agent b
     cdef int il, it, best = 0
+    cdef bint brake_ok, speed_ok
     cdef double qa, qs, ea, es, cost, best_cost = 1e300, lat_now, a_next
     # The step each control can make, for the error units.
     if model == DYN_BICYCLE_JERK:
@@ -152,6 +153,18 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
     # The acceleration asked for next: the jerk model closes the gap to ``acc_ref`` over ``accel_tau``
     # seconds (so a comfortable jerk does what a small gap needs, and the emergency value only what a
     # large one does); the acceleration-actuated models set it at once.
+    # Which signs of longitudinal jerk the grid can step within the comfort limit: where none of its
+    # braking (or speeding-up) values can (a grid step times this agent's throttle coefficient above
+    # the limit), pricing them would leave the agent unable to brake at all, so they go unpriced.
+    brake_ok = False
+    speed_ok = False
+    if model == DYN_BICYCLE_JERK:
+        for il in range(n_long):
+            if fabs(grid_long[il] * a.kin[KIN_THROTTLE]) <= cp[CP_COMF_JLONG]:
+                if grid_long[il] < 0:
+                    brake_ok = True
+                elif grid_long[il] > 0:
+                    speed_ok = True
     a_next = acc_ref
     if model == DYN_BICYCLE_JERK and rp.accel_tau > dt:
         a_next = a.a_long + (acc_ref - a.a_long) * dt / rp.accel_tau
@@ -175,7 +188,7 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
             # of at least (grid step) / dt, far above any comfort limit; priced, such a class would
             # never brake or speed up again.
             if model == DYN_BICYCLE_JERK:
-                if fabs(b.j_long) > cp[CP_COMF_JLONG]:
+                if fabs(b.j_long) > cp[CP_COMF_JLONG] and (brake_ok if b.j_long < 0 else speed_ok):
                     cost += rp.comfort_price
                 if fabs(b.j_lat) > cp[CP_COMF_JLAT]:
                     cost += rp.comfort_price
