@@ -22,11 +22,12 @@ QUICK = load_config("quick")
 #: re-recorded when the procedural corner fillet grew from 4 m to 8 m (grid_town regenerated) and when
 #: the driver learned to keep its box's sweep on the road (reference.pxd, step 3c) and goals were walked
 #: from the lane an agent is placed on, and when its swept-path offset became the middle of the
-#: feasible run nearest the centre instead of the smallest feasible one.
+#: feasible run nearest the centre instead of the smallest feasible one, and when grid_town's
+#: turnaround islands were set back from their innermost lanes (one episode's score).
 REFERENCE_COUNTS = {"goal_reach_rate": 22, "collision_rate": 0, "offroad_rate": 1, "red_light_rate": 0,
                     "wrong_way_rate": 0, "comfort_violation_rate": 2, "stop_line_rate": 0}
 REFERENCE_SCORES = [84.058081, 92.866755, 97.601671, 81.056777, 96.127668, 70.236673, 96.435041, 92.749111, 90.934535,
-                    85.168688, 67.79457, 95.749003, 81.067358, 87.072109, 98.2176, 78.575709, 73.187929, 70.409805,
+                    85.168688, 67.79457, 95.749003, 81.067358, 87.072109, 98.2176, 78.575709, 72.948354, 70.409805,
                     86.212056, 98.327666, 90.108673, 100.0, 84.656083, 100.0]
 
 

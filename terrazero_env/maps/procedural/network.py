@@ -47,6 +47,13 @@ CROSSWALK_GAP = 0.5
 STOP_GAP = 1.0
 #: Radius (m) of the island a dead end's turnaround loops run around.
 TURNAROUND_ISLAND = 9.0
+#: Half width (m) of a turnaround island's blunt nose: the island's curb starts where the two flare
+#: arcs have drawn this far apart from the road's axis, and a straight curb across the nose joins
+#: them. A cusp there left a sliver of island a few decimetres wide for several metres inside the
+#: road's mouth, which the front corner of a 12-13 m bus swinging out of the flare touched
+#: (the reference driver's buses left grid_town there; BENCHMARKS.md).
+ISLAND_NOSE = 1.0
+ISLAND_SETBACK = 1.0
 #: Shortest road lane (m) a network may leave between two junctions.
 MIN_LANE_LENGTH = 8.0
 
@@ -141,7 +148,16 @@ def add_dead_end(asm: MapAssembler, p: np.ndarray, angle: float, lanes_in: list[
     for k in range(1, n):
         asm.add_road_line(loop(k * w), RoadLineType.DASHED_WHITE)
     asm.add_curb(loop(n * w))
-    asm.add_curb(loop(0.0)[::-1], sidewalk=False)
+    # The island: the loops' parallel ISLAND_SETBACK metres inside the innermost lane's (its two flare
+    # arcs cross on the axis, sqrt(2 flare d + d^2) metres into the mouth), from where its two sides
+    # stand ISLAND_NOSE metres off the axis, the nose a straight curb between them.
+    island = loop(-ISLAND_SETBACK)[::-1]
+    fwd = np.array([np.cos(angle + np.pi), np.sin(angle + np.pi)])
+    rel = island - p
+    cross = np.sqrt(2.0 * flare * ISLAND_SETBACK + ISLAND_SETBACK**2)
+    wide = np.flatnonzero((rel @ fwd > cross) & (np.abs(rel @ np.array([-fwd[1], fwd[0]])) >= ISLAND_NOSE))
+    island = island[wide[0]:wide[-1] + 1]
+    asm.add_curb(np.concatenate([island, island[:1]]), sidewalk=False)
 
 
 class _NetworkBuilder:
