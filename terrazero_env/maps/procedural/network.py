@@ -45,7 +45,8 @@ CROSSWALK_WIDTH = 3.5
 CROSSWALK_GAP = 0.5
 #: Gap (m) between the crosswalk (or corner) and the stop line behind it.
 STOP_GAP = 1.0
-#: Radius (m) of the island a dead end's turnaround loops run around.
+#: Radius (m) of the circle a dead end's turnaround loops run around half a lane out from (the
+#: island's curb lies ISLAND_SETBACK inside it).
 TURNAROUND_ISLAND = 9.0
 #: Half width (m) of a turnaround island's blunt nose: the island's curb starts where the two flare
 #: arcs have drawn this far apart from the road's axis, and a straight curb across the nose joins
