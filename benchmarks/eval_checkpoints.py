@@ -11,7 +11,10 @@ red-light, collision at most 2%; comfort violations at most 30%).
 ``RUN/checkpoints/iter_NNNNNN``; a mark of the curve takes the first checkpoint at or after it (the
 agent steps of an iteration come from ``progress.jsonl``). The JSON is written after every
 evaluation and read back on a rerun, so an interrupted curve continues where it stopped and a
-longer run (``--resume``) only adds its new marks. ``--plot-only`` redraws from the JSON.
+longer run (``--resume``) only adds its new marks. ``--plot-only`` redraws from the JSON. ``--until`` stops at that many agent steps (a curve of the
+first part of a longer run). After the curve, a table gives for each target (and for all six) the
+first mark at which the rates pooled over ``--seeds`` meet it, in agent steps and in seconds of the
+run's own training clock (``progress.jsonl``'s ``seconds`` at that checkpoint).
 """
 
 from __future__ import annotations
@@ -27,16 +30,23 @@ RATES = (("goal_reach_rate", "goal reach", 0.85, "min"), ("offroad_rate", "off-r
          ("collision_rate", "collision", 0.02, "max"), ("comfort_violation_rate", "comfort violation", 0.30, "max"))
 
 
-def checkpoint_steps(run: Path) -> list[tuple[int, Path]]:
-    """``(agent steps, checkpoint folder)`` of every saved checkpoint of ``run``, in order."""
+def progress_rows(run: Path) -> dict[int, dict]:
+    """``progress.jsonl`` of ``run`` by iteration."""
     progress = run / "progress.jsonl"
     if not progress.is_file():
         raise SystemExit(f"{run}: no progress.jsonl (not a run folder of terrazero train)")
-    steps = {}
+    out = {}
     for line in progress.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            steps[int(row["iteration"])] = int(row["agent_steps"])
+            out[int(row["iteration"])] = row
+    return out
+
+
+def checkpoint_steps(run: Path) -> list[tuple[int, Path]]:
+    """``(agent steps, checkpoint folder)`` of every saved checkpoint of ``run``, in order."""
+    progress = run / "progress.jsonl"
+    steps = {it: int(row["agent_steps"]) for it, row in progress_rows(run).items()}
     out = []
     for folder in sorted((run / "checkpoints").glob("iter_*")):
         if not (folder / "model.zip").is_file():
@@ -67,12 +77,16 @@ def pick(checkpoints: list[tuple[int, Path]], every: int) -> list[tuple[int, Pat
 
 
 def evaluate_curve(run: Path, every: int, episodes: int, modes: list[str], seeds: list[int],
-                   out: Path | None) -> list[dict]:
+                   out: Path | None, until: int | None = None) -> list[dict]:
     from terrazero_env.agents.evaluate import evaluate, load_checkpoint, resolve_run
 
     rows = json.loads(out.read_text(encoding="utf-8"))["rows"] if out is not None and out.is_file() else []
     done = {(r["agent_steps"], r["mode"], r["seed"], r["episodes"]) for r in rows}
-    for steps, folder in pick(checkpoint_steps(run), every):
+    clock = {int(r["agent_steps"]): float(r["seconds"]) for r in progress_rows(run).values() if "seconds" in r}
+    checkpoints = checkpoint_steps(run)
+    if until is not None:
+        checkpoints = [c for c in checkpoints if c[0] <= until] or checkpoints[:1]
+    for steps, folder in pick(checkpoints, every):
         zip_path, cfg, _ = resolve_run(str(folder))
         model = None
         for mode in modes:
@@ -83,7 +97,8 @@ def evaluate_curve(run: Path, every: int, episodes: int, modes: list[str], seeds
                     model = load_checkpoint(zip_path)
                 t0 = time.perf_counter()
                 res = evaluate(model, cfg, episodes=episodes, seed=seed, deterministic=mode == "deterministic")
-                row = {"agent_steps": steps, "checkpoint": folder.name, "mode": mode, "seed": seed,
+                row = {"agent_steps": steps, "seconds": clock.get(steps), "checkpoint": folder.name, "mode": mode,
+                       "seed": seed,
                        "episodes": episodes, "score": float(sum(res["closed_loop"]["score"]) / episodes),
                        **{k: {f: res["rows"][k][f] for f in ("value", "ci_low", "ci_high", "count")}
                           for k, *_ in RATES}}
@@ -96,6 +111,40 @@ def evaluate_curve(run: Path, every: int, episodes: int, modes: list[str], seeds
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_text(json.dumps({"run": str(run), "rows": rows}, indent=1), encoding="utf-8")
     return rows
+
+
+def pooled(rows: list[dict], seeds: list[int]) -> list[tuple[int, float | None, str, dict[str, float]]]:
+    """Per mark and mode, each rate pooled over the seeds' episodes (marks where every seed is there)."""
+    out = []
+    for steps, mode in sorted({(r["agent_steps"], r["mode"]) for r in rows}):
+        sel = [r for r in rows if r["agent_steps"] == steps and r["mode"] == mode and r["seed"] in seeds]
+        if len({r["seed"] for r in sel}) < len(set(seeds)):
+            continue
+        n = sum(r["episodes"] for r in sel)
+        rates = {k: sum(r[k]["count"] for r in sel) / n for k, *_ in RATES}
+        out.append((steps, sel[0].get("seconds"), mode, rates))
+    return out
+
+
+def met(rates: dict[str, float], key: str) -> bool:
+    _, _, bound, kind = next(r for r in RATES if r[0] == key)
+    return rates[key] >= bound if kind == "min" else rates[key] <= bound
+
+
+def time_to_targets(rows: list[dict], seeds: list[int]) -> str:
+    """A markdown table: per mode, the first mark whose pooled rates meet each target, and all six."""
+    lines = ["| actions | " + " | ".join(name for _, name, *_ in RATES) + " | all six |",
+             "|---|" + "---|" * (len(RATES) + 1)]
+    table = pooled(rows, seeds)
+    for mode in sorted({m for _, _, m, _ in table}):
+        marks = [(s, t, r) for s, t, m, r in table if m == mode]
+        cells = []
+        for keys in [[k] for k, *_ in RATES] + [[k for k, *_ in RATES]]:
+            first = next(((s, t) for s, t, r in marks if all(met(r, k) for k in keys)), None)
+            cells.append("not met" if first is None else
+                         f"{first[0] / 1e6:.1f}M" + (f" ({first[1] / 60:.0f} min)" if first[1] is not None else ""))
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path, title: str | None = None, marks: tuple[int, ...] = ()) -> Path:
@@ -159,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--title", default=None)
     ap.add_argument("--marks", nargs="*", type=int, default=[], help="agent steps to mark with a dotted line")
     ap.add_argument("--plot-only", action="store_true", help="draw --plot from --json without evaluating")
+    ap.add_argument("--until", type=int, default=None, help="only checkpoints up to this many agent steps")
     args = ap.parse_args(argv)
     if args.every < 1 or args.episodes < 1 or min(args.seeds) < 0:
         raise SystemExit("--every and --episodes are positive, --seeds non-negative")
@@ -167,7 +217,9 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--plot-only draws --plot from an existing --json")
         rows = json.loads(args.json.read_text(encoding="utf-8"))["rows"]
     else:
-        rows = evaluate_curve(args.run, args.every, args.episodes, args.modes, args.seeds, args.json)
+        rows = evaluate_curve(args.run, args.every, args.episodes, args.modes, args.seeds, args.json, args.until)
+    print("\nFirst mark meeting each target, rates pooled over seeds " + " ".join(map(str, args.seeds)) + ":")
+    print(time_to_targets(rows, args.seeds))
     if args.plot is not None:
         print(plot(rows, args.plot, args.title, tuple(args.marks)))
 

@@ -76,3 +76,48 @@ def test_curve_of_a_tiny_run_matches_direct_evaluation_and_continues_on_rerun(tm
 
     png = eval_checkpoints.plot(rows2, tmp_path / "curve.png", marks=(per_iter,))
     assert png.stat().st_size > 10_000
+
+
+def _row(steps, seed, seconds, **rates):
+    base = {"goal_reach_rate": 0.9, "offroad_rate": 0.0, "wrong_way_rate": 0.0, "red_light_rate": 0.0,
+            "collision_rate": 0.0, "comfort_violation_rate": 0.0}
+    base.update(rates)
+    return {"agent_steps": steps, "seconds": seconds, "mode": "deterministic", "seed": seed, "episodes": 100,
+            **{k: {"value": v, "count": round(v * 100)} for k, v in base.items()}}
+
+
+def test_time_to_targets_pools_the_seeds_and_takes_the_first_mark_meeting_each():
+    rows = [_row(1000, 0, 60.0, offroad_rate=0.05), _row(1000, 1, 60.0, offroad_rate=0.02),  # pooled 3.5%
+            _row(2000, 0, 120.0, offroad_rate=0.03, red_light_rate=0.05), _row(2000, 1, 120.0),  # 1.5%; red 2.5%
+            _row(3000, 0, 180.0), _row(3000, 1, 180.0, goal_reach_rate=0.8),  # goal 85%: met
+            _row(4000, 0, 240.0)]  # one seed only: left out
+    table = eval_checkpoints.time_to_targets(rows, [0, 1])
+    cells = table.splitlines()[2].split(" | ")
+    assert cells[0] == "| deterministic"
+    goal, off, wrong, red, coll, comfort, both = cells[1:]
+    assert goal == "0.0M (1 min)" and off == "0.0M (2 min)" and red == "0.0M (1 min)"
+    assert both.rstrip(" |") == "0.0M (3 min)"
+    assert eval_checkpoints.time_to_targets(rows, [0, 1, 2]).count("not met") == 0  # no mark has seed 2
+    assert "not met" in eval_checkpoints.time_to_targets([_row(1000, 0, None, collision_rate=0.5)], [0])
+
+
+def test_until_stops_the_curve_at_that_many_agent_steps(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    lines = []
+    for it in (1, 2, 3):
+        (run / "checkpoints" / f"iter_{it:06d}").mkdir()
+        (run / "checkpoints" / f"iter_{it:06d}" / "model.zip").write_bytes(b"")
+        lines.append(json.dumps({"iteration": it, "agent_steps": 100 * it, "seconds": 10.0 * it}))
+    (run / "progress.jsonl").write_text("\n".join(lines) + "\n")
+    import terrazero_env.agents.evaluate as ev
+
+    seen = []
+    result = {"closed_loop": {"score": [0.0] * 8},
+              "rows": {k: {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0, "count": 0} for k, *_ in eval_checkpoints.RATES}}
+    monkeypatch.setattr(ev, "resolve_run", lambda folder: seen.append(Path(folder).name) or (None, None, None))
+    monkeypatch.setattr(ev, "load_checkpoint", lambda path: object())
+    monkeypatch.setattr(ev, "evaluate", lambda *a, **k: result)
+    rows = eval_checkpoints.evaluate_curve(run, 100, 8, ["deterministic"], [0], None, until=250)
+    assert seen == ["iter_000001", "iter_000002"]
+    assert [(r["agent_steps"], r["seconds"]) for r in rows] == [(100, 10.0), (200, 20.0)]
