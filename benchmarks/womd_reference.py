@@ -69,7 +69,7 @@ class _Polylines:
         return self.a[k] + t * (self.b[k] - self.a[k])
 
 
-def _own_lane_goals(cfg, seed: int):
+def _own_lane_goals(cfg, seed: int, driver):
     """An evaluation actor whose ``begin`` redraws each controlled agent's goal as the engine would
     with two changes (the ones docs/womd.md proposes for the engine's goal sampling): the walk starts
     on the lane the engine reports the agent on (``agent_states``' ``lane``, not the nearest segment
@@ -126,7 +126,7 @@ def _own_lane_goals(cfg, seed: int):
             engine.set_state(st)
             super().begin(engine, worlds, slots)
 
-    return OwnLaneGoals(make_driver("reference"))
+    return OwnLaneGoals(driver)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="engine: the engine's goals; own-lane: redrawn along the agent's own lane and kept only "
                          "where the goal's nearest lane is the walked one (an emulation of the proposed engine "
                          "change, through get_state/set_state)")
+    ap.add_argument("--driver", action="append", default=[], metavar="KEY=VALUE",
+                    help="a reference driver setting (terrazero_env.drivers), e.g. curve_accel=1.0")
     args = ap.parse_args(argv)
 
     from terrazero_env.config.io import apply_overrides, load_config, parse_set_options
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.preset)
     if args.set:
         cfg = apply_overrides(cfg, parse_set_options(args.set))
-    driver = make_driver("reference")
+    driver = make_driver("reference", **parse_set_options(args.driver))
     keys = ("goal_reach", "offroad", "collision", "wrong_way")
     rows = []
     print(f"{'scene':<22} {'goal':>6} {'offroad':>8} {'collision':>9} {'wrong way':>9} {'episodes':>8}")
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     for scene in _scenes(args.scenes):
         try:
             one = cfg.with_overrides(maps=(str(scene),))
-            actor = driver if args.goals == "engine" else _own_lane_goals(one, args.seed)
+            actor = driver if args.goals == "engine" else _own_lane_goals(one, args.seed, driver)
             r = evaluate(actor, one, episodes=args.episodes, seed=args.seed, deterministic=True,
                          progress_reference="limit")["rows"]
         except MapValidationError as e:
