@@ -260,7 +260,10 @@ def pipeline(args: argparse.Namespace) -> dict[str, Any]:
     if args.worlds:
         cfg = cfg.with_overrides(num_worlds=args.worlds)
     if args.set:
-        cfg = apply_overrides(cfg, parse_set_options(args.set))
+        try:
+            cfg = apply_overrides(cfg, parse_set_options(args.set))
+        except ValueError as e:
+            raise SystemExit(f"--set: {e} (trainer settings go through --ppo KEY=JSON)") from None
     load_before = os.getloadavg()
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = set(rows) - {"engine", *POLICIES}
