@@ -32,7 +32,7 @@ Each step, for one agent:
    to that lane when the stretch is free and no obstacle at rest stands in it within
    ``pass_distance``. Pedestrians and moving vehicles are waited for, never passed (the IDM
    constraints above).
-3c. **Swept path** (``_swept_offset``). Where the box, centred on the route at each predicted pose,
+3c. **Swept path** (``swept.swept_offset``). Where the box, centred on the route at each predicted pose,
    would touch a road edge or a sidewalk (a long vehicle's corners swing out of a bend by about
    (length / 2)^2 / (2 R)), it drives at the smallest lateral offset, up to ``swept_path`` metres
    either side, whose predicted boxes all stay on the road.
@@ -57,7 +57,7 @@ from lanegraph cimport LaneGraphScratch, route_successor, goal_route_distance, n
 from lanechange cimport _lane_foot, _lane_free
 from scene cimport lane_length, lane_point
 from seggrid cimport seggrid_nearest_where
-from rules cimport offroad
+from swept cimport swept_offset
 
 
 ctypedef struct RefParams:
@@ -82,10 +82,6 @@ ctypedef struct RefParams:
     double pass_lookahead      # m: least pure-pursuit lookahead while passing or changing lane (a gentle S)
     double pass_room           # m: gap to the obstacle at which a car waiting to pass it stands
     double swept_path          # m: largest lateral offset taken to keep the box's sweep on the road (0: off)
-
-
-cdef enum:
-    SWEPT_STEPS_MAX = 12  # 0.25 m steps of ``RefParams.swept_path`` at its bound (3 m, reference_driver.pxi)
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -536,69 +532,6 @@ cdef inline double _pass_or_change(const MapC* m, Agent* agents, Py_ssize_t n, P
     return 0.0
 
 
-cdef inline int _sweep_offroad_at(const MapC* m, const Agent* a, const Sweep* sw, double z_gate) noexcept nogil:
-    """The first predicted pose (1..n) at which the agent's box would touch a road edge or a
-    sidewalk (``rules.offroad``), or ``sw.n + 1`` when none does."""
-    cdef Agent b = a[0]
-    cdef int k
-    for k in range(1, sw.n + 1):
-        b.x = sw.x[k]
-        b.y = sw.y[k]
-        b.heading = atan2(sw.s[k], sw.c[k])
-        if offroad(m, &b, z_gate):
-            return k
-    return sw.n + 1
-
-
-cdef inline double _swept_offset(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
-                                 const IdmParams* p, const unsigned char* sl_state, double cap, const RefParams* rp,
-                                 Sweep* sw, Leader* ld, double* acc, double* v0) noexcept nogil:
-    """Step 3c: a long box centred on its lane swings its corners out of a bend by about
-    (length / 2)^2 / (2 R), which for a bus or a truck is more than the lane leaves beside it. When
-    the box would touch a road edge or a sidewalk at one of the predicted poses along its lane's
-    centre (``sw``), the driver tries every lateral offset (steps of 0.25 m up to ``swept_path``,
-    either side). Of the offsets whose predicted boxes all stay on the road it takes the middle of
-    the run nearest the centre (the smallest such offset would leave no margin, and from one step to
-    the next it flickers as the predicted poses move on, and the wheels with it); failing any, the
-    one whose first touch lies furthest ahead. The plan is replaced with the one along it. Returns
-    the offset (m, + left)."""
-    cdef int first = _sweep_offroad_at(m, &agents[i], sw, rp.z_gate), best_first, k, f, kmax, j, j0 = 0, j1
-    cdef int side_k, step
-    cdef double best_off = 0.0, off, a2, v2
-    cdef unsigned char ok[2 * SWEPT_STEPS_MAX + 1]
-    cdef Sweep sw2
-    cdef Leader ld2
-    if first > sw.n or rp.swept_path <= 0.0:
-        return 0.0
-    kmax = <int>(rp.swept_path / 0.25 + 1e-9)
-    if kmax > SWEPT_STEPS_MAX:
-        kmax = SWEPT_STEPS_MAX
-    best_first = first
-    ok[SWEPT_STEPS_MAX] = 0
-    for k in range(1, kmax + 1):
-        for side_k in range(2):
-            j = k if side_k == 0 else -k
-            off = 0.25 * j
-            idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, off, cap, &sw2, &ld2, &v2)
-            f = _sweep_offroad_at(m, &agents[i], &sw2, rp.z_gate)
-            ok[SWEPT_STEPS_MAX + j] = f > sw2.n
-            if f > sw2.n and j0 == 0:
-                j0 = j  # the feasible offset nearest the centre (left first on a tie)
-            if f > best_first:
-                best_first = f
-                best_off = off
-    if j0 != 0:
-        j1 = j0
-        step = 1 if j0 > 0 else -1
-        while -kmax <= j1 + step <= kmax and ok[SWEPT_STEPS_MAX + j1 + step]:
-            j1 += step
-        j = (j0 + j1) // 2 if j0 > 0 else -((-j0 - j1) // 2)
-        best_off = 0.25 * j
-    if best_off != 0.0:
-        acc[0] = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, best_off, cap, sw, ld, v0)
-    return best_off
-
-
 cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_t i, const double* cp_all,
                                  const IdmParams* p, const unsigned char* sl_state, const double* grid_long,
                                  const double* grid_lat, int n_long, int n_lat, LaneGraphScratch* sc,
@@ -637,7 +570,8 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     if rp.passing > 0:
         lat_off = _pass_or_change(m, agents, n, i, cp_all, p, sl_state, cap, rp, sc, &sw, &ld, &acc, &v0)
     if lat_off == 0.0:
-        lat_off = _swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp, &sw, &ld, &acc, &v0)
+        lat_off = swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp.swept_path, rp.z_gate, &sw, &ld,
+                               &acc, &v0)
     steer_rate = _steer_authority(a, cp)
     acc_curve = _curve_speed_accel(&sw, a, rp, steer_rate)
     if acc_curve < acc:
