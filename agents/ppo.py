@@ -214,15 +214,16 @@ class PPO(SB3PPO):
         the logger writes to standard output at ``verbose >= 1`` and nowhere else, as SB3's does, but
         without the empty ``tempdir/SB3-<time>`` folder that SB3's ``configure`` makes on every
         ``learn`` for it."""
-        if not self._custom_logger and self.tensorboard_log is None:
+        own = not self._custom_logger and self.tensorboard_log is None
+        if own:
             formats = [HumanOutputFormat(sys.stdout)] if self.verbose >= 1 else []
             self._logger = Logger(folder=None, output_formats=formats)
-            self._custom_logger = True
-            try:
-                return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-            finally:
+            self._custom_logger = True  # SB3 keeps a logger so marked
+        try:
+            return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        finally:
+            if own:
                 self._custom_logger = False
-        return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
 
     def _popart_step(self) -> None:
         """Update the statistics with the current value targets (over every rank's) and rescale the

@@ -43,10 +43,11 @@ def progress_rows(run: Path) -> dict[int, dict]:
     return out
 
 
-def checkpoint_steps(run: Path) -> list[tuple[int, Path]]:
-    """``(agent steps, checkpoint folder)`` of every saved checkpoint of ``run``, in order."""
-    progress = run / "progress.jsonl"
-    steps = {it: int(row["agent_steps"]) for it, row in progress_rows(run).items()}
+def checkpoint_steps(run: Path, progress: dict[int, dict] | None = None) -> list[tuple[int, Path]]:
+    """``(agent steps, checkpoint folder)`` of every saved checkpoint of ``run``, in order
+    (``progress``: its :func:`progress_rows`, when already read)."""
+    progress = progress_rows(run) if progress is None else progress
+    steps = {it: int(row["agent_steps"]) for it, row in progress.items()}
     out = []
     for folder in sorted((run / "checkpoints").glob("iter_*")):
         if not (folder / "model.zip").is_file():
@@ -56,7 +57,7 @@ def checkpoint_steps(run: Path) -> list[tuple[int, Path]]:
         except ValueError:
             continue
         if it not in steps:
-            raise SystemExit(f"{folder}: iteration {it} is not in {progress}")
+            raise SystemExit(f"{folder}: iteration {it} is not in {run / 'progress.jsonl'}")
         out.append((steps[it], folder))
     if not out:
         raise SystemExit(f"{run}: no checkpoint under {run / 'checkpoints'}")
@@ -82,8 +83,9 @@ def evaluate_curve(run: Path, every: int, episodes: int, modes: list[str], seeds
 
     rows = json.loads(out.read_text(encoding="utf-8"))["rows"] if out is not None and out.is_file() else []
     done = {(r["agent_steps"], r["mode"], r["seed"], r["episodes"]) for r in rows}
-    clock = {int(r["agent_steps"]): float(r["seconds"]) for r in progress_rows(run).values() if "seconds" in r}
-    checkpoints = checkpoint_steps(run)
+    progress = progress_rows(run)
+    clock = {int(r["agent_steps"]): float(r["seconds"]) for r in progress.values() if "seconds" in r}
+    checkpoints = checkpoint_steps(run, progress)
     if until is not None:
         checkpoints = [c for c in checkpoints if c[0] <= until] or checkpoints[:1]
     for steps, folder in pick(checkpoints, every):

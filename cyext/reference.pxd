@@ -34,8 +34,8 @@ Each step, for one agent:
    constraints above).
 3c. **Swept path** (``swept.swept_offset``). Where the box, centred on the route at each predicted pose,
    would touch a road edge or a sidewalk (a long vehicle's corners swing out of a bend by about
-   (length / 2)^2 / (2 R)), it drives at the smallest lateral offset, up to ``swept_path`` metres
-   either side, whose predicted boxes all stay on the road.
+   (length / 2)^2 / (2 R)), it drives at a lateral offset, up to ``swept_path`` metres either side,
+   whose predicted boxes all stay on the road: the middle of the run of such offsets nearest the centre.
 4. **Action.** Every action of the class grid is tried on a copy of the agent through the engine's
    own dynamics (``dynamics.step_dynamics``, with the agent's sampled kinematic coefficients, so a
    car with a weak c_steer is steered as such), and the one whose next acceleration and steering
@@ -146,9 +146,6 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
             qs = lat_now
     if qs > 1e299:
         qs = 0.05
-    # The acceleration asked for next: the jerk model closes the gap to ``acc_ref`` over ``accel_tau``
-    # seconds (so a comfortable jerk does what a small gap needs, and the emergency value only what a
-    # large one does); the acceleration-actuated models set it at once.
     # Which signs of longitudinal jerk the grid can step within the comfort limit: where none of its
     # braking (or speeding-up) values can (a grid step times this agent's throttle coefficient above
     # the limit), pricing them would leave the agent unable to brake at all, so they go unpriced.
@@ -161,6 +158,9 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
                     brake_ok = True
                 elif grid_long[il] > 0:
                     speed_ok = True
+    # The acceleration asked for next: the jerk model closes the gap to ``acc_ref`` over ``accel_tau``
+    # seconds (so a comfortable jerk does what a small gap needs, and the emergency value only what a
+    # large one does); the acceleration-actuated models set it at once.
     a_next = acc_ref
     if model == DYN_BICYCLE_JERK and rp.accel_tau > dt:
         a_next = a.a_long + (acc_ref - a.a_long) * dt / rp.accel_tau
