@@ -12,7 +12,7 @@ import numpy as np
 
 from .schema import Handedness, MapData
 
-__all__ = ["handedness_votes", "nearest_segments", "infer_handedness", "lane_graph_report", "successor_gaps", "summary"]
+__all__ = ["handedness_votes", "nearest_segments", "segment_pairs", "infer_handedness", "lane_graph_report", "successor_gaps", "summary"]
 
 
 def successor_gaps(m: MapData) -> np.ndarray:
@@ -44,27 +44,21 @@ def lane_graph_report(m: MapData) -> dict[str, Any]:
     }
 
 
-def nearest_segments(values: np.ndarray, offsets: np.ndarray, points: np.ndarray,
-                     max_dist: float) -> tuple[np.ndarray, np.ndarray]:
-    """The polyline segment nearest to each point in (x, y), within ``max_dist`` metres.
-
-    ``values``/``offsets``: a CSR polyline set (float ``[P, >=2]``, int ``[n + 1]``); ``points``: float
-    ``[N, >=2]``. Returns (``row``: int64 ``[N]``, the polyline of the nearest segment or -1 when none
-    lies within ``max_dist``; ``heading``: float64 ``[N]``, that segment's direction in radians, NaN
-    when none). Ties go to the lowest segment index. Segments are bucketed into a uniform grid of
-    ``max_dist`` cells (each under every cell its box, grown by ``max_dist``, covers), so a point only
-    tests the segments of its own cell.
-    """
+def segment_pairs(values: np.ndarray, offsets: np.ndarray, points: np.ndarray, max_dist: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Candidate (point, segment) pairs for queries within ``max_dist`` of a CSR polyline set: each
+    point against the segments of its grid cell. Segments are bucketed into a uniform grid of
+    ``max_dist`` cells (each under every cell its box, grown by ``max_dist``, covers), so every
+    segment within ``max_dist`` of a point is among its pairs. Returns (point index ``[K]``, segment
+    index ``[K]``, segment starts ``[S, 2]``, ends ``[S, 2]``, each segment's polyline ``[S]``), or
+    None when the set has no segment or there is no point."""
     v = np.asarray(values, np.float64)[:, :2]
     off = np.asarray(offsets, np.int64)
     p = np.asarray(points, np.float64)[:, :2]
-    n_q = p.shape[0]
-    row_out = np.full(n_q, -1, np.int64)
-    head_out = np.full(n_q, np.nan)
     rows = np.repeat(np.arange(off.shape[0] - 1), np.diff(off))
     a_idx = np.nonzero(rows[1:] == rows[:-1])[0]
-    if a_idx.size == 0 or n_q == 0:
-        return row_out, head_out
+    if a_idx.size == 0 or p.shape[0] == 0:
+        return None
     a, b, seg_row = v[a_idx], v[a_idx + 1], rows[a_idx]
     cell = max(float(max_dist), 1e-3)
     lo = np.minimum(a, b) - max_dist
@@ -89,6 +83,27 @@ def nearest_segments(values: np.ndarray, offsets: np.ndarray, points: np.ndarray
     counts = start[qc + 1] - start[qc]
     pq = np.repeat(q, counts)
     ps = items[np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(start[qc], counts)]
+    return pq, ps, a, b, seg_row
+
+
+def nearest_segments(values: np.ndarray, offsets: np.ndarray, points: np.ndarray,
+                     max_dist: float) -> tuple[np.ndarray, np.ndarray]:
+    """The polyline segment nearest to each point in (x, y), within ``max_dist`` metres.
+
+    ``values``/``offsets``: a CSR polyline set (float ``[P, >=2]``, int ``[n + 1]``); ``points``: float
+    ``[N, >=2]``. Returns (``row``: int64 ``[N]``, the polyline of the nearest segment or -1 when none
+    lies within ``max_dist``; ``heading``: float64 ``[N]``, that segment's direction in radians, NaN
+    when none). Ties go to the lowest segment index. A point only tests the segments of its own cell
+    of a grid (``segment_pairs``).
+    """
+    p = np.asarray(points, np.float64)[:, :2]
+    n_q = p.shape[0]
+    row_out = np.full(n_q, -1, np.int64)
+    head_out = np.full(n_q, np.nan)
+    pairs = segment_pairs(values, offsets, p, max_dist)
+    if pairs is None:
+        return row_out, head_out
+    pq, ps, a, b, seg_row = pairs
     d = b[ps] - a[ps]
     dd = np.einsum("ij,ij->i", d, d)
     t = np.clip(np.einsum("ij,ij->i", p[pq] - a[ps], d) / np.where(dd > 0, dd, 1.0), 0.0, 1.0)
