@@ -14,7 +14,10 @@ of 1; table 13's coefficients go down to 0.5, a wider circle still). The swept w
 the outer front corner's radius less the inner side's at the rear axle: the road a lane must leave
 its vehicle beside its centreline. Lanes tighter than a class's smallest circle cannot be followed
 by that class by any driver; lanes whose swept width exceeds the lane's own width need the next
-lane (the oncoming one on a one-lane-each-way road)."""
+lane (the oncoming one on a one-lane-each-way road). "Closed" counts the lanes the engine's goal walk
+keeps the class's longest box out of (``InitConfig.goal_turnable``, ``terrazero_env.maps.bends``):
+too tight, or its swept band does not fit between the road edges with the box at most the lane's
+spare half width off the centreline."""
 
 from __future__ import annotations
 
@@ -25,33 +28,8 @@ import numpy as np
 
 from terrazero_env import load_config
 from terrazero_env.config import AgentType
+from terrazero_env.maps.bends import lane_bends, turnable_lanes
 from terrazero_env.maps.sources import load_built
-
-
-def lane_radii(m) -> np.ndarray:
-    """The smallest radius (m) along each lane's centreline (inf for a straight lane)."""
-    cl = m.lanes.centerline
-    out = np.full(len(m.lanes), np.inf)
-    for i in range(len(m.lanes)):
-        p = np.asarray(cl.row(i))[:, :2]
-        if len(p) < 3:
-            continue
-        d = np.diff(p, axis=0)
-        seg = np.linalg.norm(d, axis=1)
-        keep = seg > 1e-9
-        d, seg = d[keep], seg[keep]
-        if len(seg) < 2:
-            continue
-        h = np.unwrap(np.arctan2(d[:, 1], d[:, 0]))
-        s = np.r_[0.0, np.cumsum(seg)][:-1]
-        j = np.searchsorted(s, s + 3.0)
-        ok = j < len(h)
-        dh = np.abs(h[j[ok]] - h[ok])
-        ds = s[j[ok]] - s[ok]
-        with np.errstate(divide="ignore"):
-            r = np.where(dh > 1e-3, ds / np.maximum(dh, 1e-12), np.inf)
-        out[i] = r.min() if len(r) else np.inf
-    return out
 
 
 def turning(spec, length: float, width: float) -> tuple[float, float]:
@@ -86,16 +64,20 @@ def main() -> None:
               f"{swept(spec, spec.length[1], spec.width[1], max(10.0, r)):.1f} m |")
     print()
     print("| map | lanes | turning lanes (radius < 50 m) | radius min / 10% / median | "
-          + " | ".join(f"lanes too tight for the longest {n}" for n in specs) + " |")
+          + " | ".join(f"too tight / closed for the longest {n}" for n in specs) + " |")
     print("|---|---:|---:|---|" + "---:|" * len(specs))
     for name in args.maps:
         m = load_built(name)
-        r = lane_radii(m)
+        bends = lane_bends(m)
+        r = bends[:, 0].astype(np.float64)
         turn = r[r < 50.0]
         cells = []
         for spec in specs.values():
             rmin, _ = turning(spec, spec.length[1], spec.width[1])
-            cells.append(f"{int((r < rmin).sum())}")
+            L, W = spec.length[1], spec.width[1]
+            ok = turnable_lanes(bends, m.lanes.width, L, W, spec.wheelbase_ratio * L, spec.max_steer,
+                                spec.rear_axle * L)
+            cells.append(f"{int((r < rmin).sum())} / {int((~ok).sum())}")
         pct = np.percentile(turn, [0, 10, 50]) if len(turn) else [np.nan] * 3
         print(f"| {name} | {len(r)} | {len(turn)} | {pct[0]:.1f} / {pct[1]:.1f} / {pct[2]:.1f} m | "
               + " | ".join(cells) + " |")

@@ -330,6 +330,7 @@ ctypedef struct MapC:
     const long long* succ_off  # [L + 1]
     const int* succ            # successor lane ids
     const float* lane_width
+    const float* lane_bend     # [L, 4]: tightest radius (m), turn side, clearance left, right (maps/bends.py)
     const float* lane_speed
     const int* lane_inter
     const unsigned char* lane_signalized  # 1 for lanes inside a signalized intersection

@@ -147,6 +147,7 @@ cdef class Engine:
     cdef int n_min, n_max, tries, randomize_kin
     cdef double p_random, v0_lo, v0_hi, goal_lo, goal_hi, goal_fwd, clearance, kin_lo, kin_hi
     cdef double goal_lane_change             # share of first goals moved onto a neighbour lane (placement.pxi)
+    cdef bint goal_turnable                  # InitConfig.goal_turnable (placement.pxi, _assign_goal)
     cdef bint _busy                          # a thread is inside a state method (see _enter)
 
     def __cinit__(self):

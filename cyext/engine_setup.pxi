@@ -28,7 +28,7 @@ ENGINE_SETTINGS = (
     "init.class_weights", "init.controlled", "init.goal_dropout", "init.log_role_table", "init.spawn_clearance",
     "init.mode", "init.goal_behavior", "init.num_agents", "init.placement_tries", "init.randomize_kinematics",
     "init.p_random", "init.initial_speed", "init.goal_distance", "init.goal_min_forward", "init.kinematic_range",
-    "init.class_kinematic_ranges", "init.goal_lane_change",
+    "init.class_kinematic_ranges", "init.goal_lane_change", "init.goal_turnable",
     # reward forms
     "reward_forms.vel_align", "reward_forms.speed_limit", "reward_forms.goal_progress",
     "reward_forms.route_max_distance", "reward_forms.goal_progress_shaping", "reward_forms.goal_progress_gamma",
@@ -154,6 +154,7 @@ cdef _load_tables(Engine e, s, tb):
     e.goal_lo, e.goal_hi = s["init.goal_distance"]
     e.goal_fwd = s["init.goal_min_forward"]
     e.goal_lane_change = s["init.goal_lane_change"]
+    e.goal_turnable = bool(s["init.goal_turnable"])
     e.clearance = s["init.spawn_clearance"]
     e.kin_lo, e.kin_hi = s["init.kinematic_range"]
     for k in range(3):

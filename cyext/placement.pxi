@@ -294,11 +294,18 @@ cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a, bint from_lane=False) n
     starts on the lane nearest the agent, or with ``from_lane`` on the lane it was just placed on
     (``a.lane``, ``a.lane_s``): where lanes overlap (a real junction's connectors leave a lane end
     together and run side by side for metres) the nearest one may lead elsewhere than the agent's
-    own, and a goal walked from it may lie where the agent's lane cannot reach."""
+    own, and a goal walked from it may lie where the agent's lane cannot reach. With
+    ``InitConfig.goal_turnable`` the walk keeps to lanes the agent's box can follow on the road
+    (``scene.lane_turnable``): a 12 m truck has no goal through a junction turn whose bend its box
+    cannot sweep inside the road edges, where no driver could keep it on the road."""
     cdef const MapC* m = e.wmap[w]
     cdef Rng* rng = &e.rngs[w]
     cdef double d, s, dt2, t
     cdef Py_ssize_t seg
+    cdef TurnBox box
+    cdef const TurnBox* tb = NULL
+    if e.goal_turnable and turn_box(a, &e.cp[a.cls * N_CP], &box):
+        tb = &box
     if a.cls == CLS_PEDESTRIAN:
         d = rng_range(rng, 0.25 * e.goal_lo, 0.25 * e.goal_hi)
         a.goal_x = a.x + d * cos(a.heading)
@@ -307,14 +314,14 @@ cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a, bint from_lane=False) n
         return True
     if from_lane and a.lane >= 0:
         return sample_goal(m, rng, a.lane, a.lane_s, a.x, a.y, cos(a.heading), sin(a.heading),
-                           e.goal_lo, e.goal_hi, e.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
+                           e.goal_lo, e.goal_hi, e.goal_fwd, 8, tb, &a.goal_x, &a.goal_y, &a.goal_z)
     seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &dt2, &t)
     if seg < 0:
         return False
     s = m.lanes.seg_s0[seg] + t * sqrt((m.lanes.seg[6 * seg + 3] - m.lanes.seg[6 * seg]) ** 2
                                        + (m.lanes.seg[6 * seg + 4] - m.lanes.seg[6 * seg + 1]) ** 2)
     return sample_goal(m, rng, m.lanes.seg_row[seg], s, a.x, a.y, cos(a.heading), sin(a.heading),
-                       e.goal_lo, e.goal_hi, e.goal_fwd, 8, &a.goal_x, &a.goal_y, &a.goal_z)
+                       e.goal_lo, e.goal_hi, e.goal_fwd, 8, tb, &a.goal_x, &a.goal_y, &a.goal_z)
 
 cdef int _sample_class(Engine e, Py_ssize_t w) noexcept nogil:
     cdef double total = 0.0, u

@@ -51,11 +51,11 @@ from common cimport (Agent, MapC, N_CP, CP_STEERMAX, CP_DYN, DYN_UNICYCLE, DYN_B
                      KIN_STEER, CP_COMF_JLONG, CP_COMF_JLAT, CP_STEERRATE, ROLE_STATIC, CLS_PEDESTRIAN)
 from geometry cimport wrap_angle
 from dynamics cimport step_dynamics, clip
-from route cimport Sweep, _only_successor, _lookahead
+from route cimport Sweep, _lookahead
 from roadusers cimport IdmParams, Leader, idm_desired_accel
 from lanegraph cimport LaneGraphScratch, route_successor, goal_route_distance, nearest_lane
 from lanechange cimport _lane_foot, _lane_free
-from scene cimport lane_length, lane_point
+from scene cimport lane_length, lane_point, TurnBox, turn_box, lane_turnable
 from seggrid cimport seggrid_nearest_where
 from swept cimport swept_offset
 
@@ -314,6 +314,21 @@ ctypedef struct RefPlan:
     double lane_s, accel, steer, v0, gap, lat_off
 
 
+cdef inline int _open_successor(const MapC* m, const Agent* a, const double* cp, int lane) noexcept nogil:
+    """The next lane where the goal gives none (hidden, or not reachable): the first successor of
+    ``lane`` the agent's box can follow (``scene.lane_turnable``: a long vehicle does not take a turn
+    it cannot make inside the road edges), else the first; -1 when there is no successor."""
+    cdef TurnBox tb
+    cdef long long k
+    if lane < 0 or m.succ_off[lane + 1] <= m.succ_off[lane]:
+        return -1
+    if turn_box(a, cp, &tb):
+        for k in range(m.succ_off[lane], m.succ_off[lane + 1]):
+            if lane_turnable(m, m.succ[k], &tb):
+                return m.succ[k]
+    return m.succ[m.succ_off[lane]]
+
+
 cdef inline bint _succ_reaches(const MapC* m, int lane, int goal_lane, int depth) noexcept nogil:
     """Whether ``goal_lane`` is ``lane`` or one of its successors ``depth`` lanes deep."""
     cdef long long k
@@ -430,9 +445,7 @@ cdef inline bint _try_lane(const MapC* m, Agent* agents, Py_ssize_t n, Py_ssize_
     if not a.goal_hidden:
         a.route_lane = route_successor(m, a, lane, rp.lane_max_dist, rp.z_gate, rp.route_cap, sc)
     if a.route_lane < 0:
-        a.route_lane = _only_successor(m, lane)
-    if a.route_lane < 0 and m.succ_off[lane + 1] > m.succ_off[lane]:
-        a.route_lane = m.succ[m.succ_off[lane]]
+        a.route_lane = _open_successor(m, a, &cp_all[a.cls * N_CP], lane)
     a.lc_reach = _pass_reach(a, p, rp, ld.gap)
     a2 = idm_desired_accel(m, agents, n, i, cp_all, p, sl_state, -1.0, 0.0, cap, &sw2, &ld2, &v2)
     if away_from_static and ld2.who >= 0 and agents[ld2.who].role == ROLE_STATIC and ld2.gap < rp.pass_distance:
@@ -559,9 +572,7 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     if not a.goal_hidden:
         a.route_lane = route_successor(m, a, a.lane, rp.lane_max_dist, rp.z_gate, rp.route_cap, sc)
     if a.route_lane < 0:
-        a.route_lane = _only_successor(m, a.lane)
-    if a.route_lane < 0 and m.succ_off[a.lane + 1] > m.succ_off[a.lane]:
-        a.route_lane = m.succ[m.succ_off[a.lane]]
+        a.route_lane = _open_successor(m, a, cp, a.lane)
     a.idm_mode = 0
     a.lc_reach = 0.0
     cap = _arrival_cap(m, a, rp, sc)

@@ -262,8 +262,10 @@ cdef class RoadMap:
     ``map_data``: a built :class:`terrazero_env.maps.MapData` (arrays may be memory-mapped);
     ``signal_plan``: its static controller plan (``terrazero_env.maps.signal_plan.signal_plan``);
     ``lane_conflicts``: its intersection lanes that cross or merge, a CSR with ``offsets``/``values``
-    (``terrazero_env.maps.conflicts.lane_conflicts``). The env layer computes both
-    (``terrazero_env.engine.road_map``); the engine does not import the map package.
+    (``terrazero_env.maps.conflicts.lane_conflicts``); ``lane_bends``: float32 ``[L, 4]``, each lane's
+    tightest radius, turn side and road-edge clearances (``terrazero_env.maps.bends.lane_bends``; None:
+    every lane counts as straight). The env layer computes them (``terrazero_env.engine.RoadMap``);
+    the engine does not import the map package.
     """
 
     cdef MapC c
@@ -274,7 +276,7 @@ cdef class RoadMap:
     cdef dict _goal_reach  # track_goal_reachable results by (max_dist, z_gate)
 
     def __init__(self, map_data, signal_plan, lane_conflicts, double cell_size=4.0, double obs_radius=50.0, double obs_segment_length=10.0,
-                 double obs_cell_size=10.0, int obs_max_candidates=800, head_log=None):
+                 double obs_cell_size=10.0, int obs_max_candidates=800, head_log=None, lane_bends=None):
         if not (obs_radius > 0 and obs_segment_length > 0 and obs_cell_size > 0):
             raise ValueError("obs_radius, obs_segment_length and obs_cell_size must be positive")
         cdef MapC* c = &self.c
@@ -299,6 +301,12 @@ cdef class RoadMap:
         keep["succ_off"] = np.ascontiguousarray(m.lanes.successors.offsets, np.int64)
         keep["succ"] = np.ascontiguousarray(m.lanes.successors.values, np.int32)
         keep["lane_width"] = np.ascontiguousarray(m.lanes.width, np.float32)
+        if lane_bends is None:  # nothing known of the bends: every lane turnable
+            keep["lane_bend"] = np.tile(np.array([np.inf, 0.0, np.inf, np.inf], np.float32), (len(m.lanes), 1))
+        else:
+            keep["lane_bend"] = np.ascontiguousarray(lane_bends, np.float32)
+            if keep["lane_bend"].shape != (len(m.lanes), 4):
+                raise ValueError(f"lane_bends: expected float32 [{len(m.lanes)}, 4], got {keep['lane_bend'].shape}")
         keep["lane_speed"] = np.ascontiguousarray(m.lanes.speed_limit, np.float32)
         keep["lane_inter"] = np.ascontiguousarray(m.lanes.intersection, np.int32)
         signalized = np.unique(m.stop_lines.intersection[m.signals.stop_line]) if len(m.signals) else np.zeros(0, np.int32)
@@ -347,6 +355,7 @@ cdef class RoadMap:
         c.succ_off = _ptr_i64(keep["succ_off"])
         c.succ = _ptr_i32(keep["succ"])
         c.lane_width = _ptr_f32(keep["lane_width"])
+        c.lane_bend = _ptr_f32(keep["lane_bend"])
         c.lane_speed = _ptr_f32(keep["lane_speed"])
         c.lane_inter = _ptr_i32(keep["lane_inter"])
         c.lane_signalized = _ptr_u8(keep["lane_signalized"])

@@ -27,6 +27,7 @@ from . import _engine
 from .config import NEIGHBOUR_SEARCH, REWARD_PARAMS, VIOLATIONS, Consequence, EngineConfig
 from .foundation.checks import check_float, check_int
 from .maps import Dataset, MapData, build, validate_built
+from .maps.bends import lane_bends
 from .maps.conflicts import lane_conflicts
 from .maps.signal_plan import logged_head_states, signal_plan
 from .maps.sources import load_built
@@ -114,7 +115,7 @@ class RoadMap(_engine.RoadMap):
         check_index_options(index_options)
         validate_built(map_data)
         super().__init__(map_data, signal_plan(map_data), lane_conflicts(map_data),
-                         head_log=logged_head_states(map_data), **index_options)
+                         head_log=logged_head_states(map_data), lane_bends=lane_bends(map_data), **index_options)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **index_options: Any) -> RoadMap:
@@ -199,7 +200,7 @@ _OBS_SETTINGS = (
 )
 _INIT_SETTINGS = ("class_weights", "controlled", "goal_dropout", "spawn_clearance", "num_agents", "placement_tries",
                   "randomize_kinematics", "p_random", "initial_speed", "goal_distance", "goal_min_forward",
-                  "kinematic_range", "goal_lane_change")
+                  "kinematic_range", "goal_lane_change", "goal_turnable")
 _IDM_SETTINGS = ("v0_scale", "time_headway", "max_accel", "comfort_decel", "min_gap", "delta", "lookahead",
                  "reroll_prob", "max_decel", "curve_lat_accel", "side_margin")
 _SIGNAL_SETTINGS = ("replay_logged", "christmas_green", "christmas_yellow", "christmas_red", "left_green",

@@ -140,6 +140,7 @@ BAD: list[tuple[type, str, object, str]] = [
     (InitConfig, "class_kinematic_ranges", ((0.5, 1.5),) * 4 + ((0.2, 1.0),), "InitConfig.class_kinematic_ranges[4]"),
     (InitConfig, "kinematic_range", (1.5, 0.5), "InitConfig.kinematic_range"),
     (InitConfig, "randomize_kinematics", 0, "InitConfig.randomize_kinematics"),
+    (InitConfig, "goal_turnable", "yes", "InitConfig.goal_turnable"),
     (InitConfig, "log_roles", ({"replay": 1.0},) * 4, "InitConfig.log_roles"),
     (InitConfig, "log_roles", ("replay",) + (None,) * 4, "InitConfig.log_roles[0] (car)"),
     (InitConfig, "log_roles", ({"replay": NAN},) + (None,) * 4, "InitConfig.log_roles[0] (car).replay"),

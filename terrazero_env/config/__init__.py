@@ -125,6 +125,15 @@ class InitConfig:
     a same-direction neighbour of the lane it lies on (outside junctions), so reaching it takes a lane
     change (ours: the long-tail training worlds, as InterPlan's lane-change families route the ego into
     another lane). 0 draws nothing."""
+    goal_turnable: bool = True
+    """The goal walk enters only lanes the agent's box can follow on the road (ours; appendix D.5's
+    forward walk says nothing of turning circles): the lane's tightest bend no tighter than the
+    smallest circle the box centre drives at the steering limit, and the band the box sweeps there
+    between the road edges with the box at most the lane's spare half width off the centreline
+    (``terrazero_env.maps.bends``, ``scene.pxd``'s ``lane_turnable``). On ``carla_town01`` a 12 m truck
+    cannot follow 34 of the 56 turning lanes at all, and sweeps onto the curb on most others
+    (``benchmarks/turn_radii.py``): a goal through one asks what no driver can do. False: the paper's
+    walk over every successor."""
     goal_dropout: tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
     """Per-class probability in [0, 1] that a controlled agent's goal is hidden (table 15: 0.3)."""
     goal_behavior: GoalBehavior = GoalBehavior.NEW_GOAL
@@ -178,6 +187,7 @@ class InitConfig:
         check_int("InitConfig.placement_tries", self.placement_tries, 1, MAX_PLACEMENT_TRIES,
                   " (a reset cannot be interrupted while it tries)")
         check_bool("InitConfig.randomize_kinematics", self.randomize_kinematics)
+        check_bool("InitConfig.goal_turnable", self.goal_turnable)
         _set(self, "log_roles", check_log_roles("InitConfig.log_roles", self.log_roles, ctrl))
         if self.class_kinematic_ranges is not None:
             rs = check_tuple("InitConfig.class_kinematic_ranges", self.class_kinematic_ranges, 5)
