@@ -539,7 +539,7 @@ cdef class Engine:
         (keyword arguments, values of ours; ``_engine._REFERENCE_SETTINGS`` holds each one's default,
         bounds and unit): ``preview`` (s, 0.3), ``goal_speed`` (m/s, 2.0), ``goal_decel`` (m/s^2,
         1.0), ``action_price`` (0.05), ``comfort_price`` (100.0), ``walk_speed`` (m/s, 1.2),
-        ``lane_angle`` (rad, 0.6), ``horizon`` (s, 2.5), ``curve_accel`` (m/s^2, 2.0), ``turn_in`` (m,
+        ``lane_angle`` (rad, 0.6), ``horizon`` (s, 2.5), ``curve_accel`` (m/s^2, 2.0), ``curve_full_radius`` (m, 25.0; 0: off), ``turn_in`` (m,
         3.0), ``accel_tau`` (s, 0.5), ``steer_tolerance`` (rad, 0.05), the passing settings and
         ``swept_path`` (m, 1.5). Reads the engine's state and
         changes none of it."""

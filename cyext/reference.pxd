@@ -73,6 +73,7 @@ ctypedef struct RefParams:
     double lane_angle          # rad: a lane heading further than this from the agent is not its route
     double horizon             # s: how far ahead along the predicted path the steering looks
     double curve_accel         # m/s^2: lateral acceleration the speed allows in curves
+    double curve_full_radius   # m: in bends tighter than this the allowance falls with the radius (0: off)
     double turn_in             # m: travel over which the wheels may be turned into a curve
     double accel_tau           # s: the jerk model closes the gap to the asked-for acceleration over this
     double steer_tolerance     # rad: how far from a predicted pose's steering angle the wheels may be there
@@ -94,6 +95,7 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.lane_angle = 0.6
     rp.horizon = 2.5
     rp.curve_accel = 2.0
+    rp.curve_full_radius = 25.0
     rp.turn_in = 3.0
     rp.accel_tau = 0.5
     rp.steer_tolerance = 0.05
@@ -276,7 +278,8 @@ cdef inline double _steer_target(const Sweep* sw, Agent* a, const RefParams* rp,
 
 cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams* rp, double rate) noexcept nogil:
     """The braking (m/s^2, negative; 1e9 when none is needed) that brings the agent to each curve of
-    the predicted path at a speed it can take: a lateral acceleration of at most ``curve_accel``, slow
+    the predicted path at a speed it can take: a lateral acceleration of at most ``curve_accel`` (times
+    radius / ``curve_full_radius`` in bends tighter than that), slow
     enough that its wheels turn in within ``turn_in`` metres at its steering authority, and slow
     enough that they turn from their present angle to the curve's (less ``steer_tolerance``) in the
     time left to reach it at ``rate`` (rad/s): a reversal from one curve into the next."""
@@ -287,7 +290,12 @@ cdef inline double _curve_speed_accel(const Sweep* sw, Agent* a, const RefParams
         kap = fabs(sw.k[k])
         if kap < 0.02:
             continue
-        vc = sqrt(rp.curve_accel / kap)
+        # near the steering limit the wheels have little left to correct a drift with: in bends
+        # tighter than curve_full_radius the lateral acceleration allowed falls with the radius
+        if rp.curve_full_radius > 0.0 and kap * rp.curve_full_radius > 1.0:
+            vc = sqrt(rp.curve_accel / (rp.curve_full_radius * kap * kap))
+        else:
+            vc = sqrt(rp.curve_accel / kap)
         # turning in: tan(delta) grows at j c_steer L / v^2, so reaching kappa L takes v^2 kappa / (j c)
         # seconds and v^3 kappa / (j c) metres
         vt = cbrt(rp.turn_in * jl / kap)

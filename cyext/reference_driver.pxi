@@ -14,6 +14,7 @@ _REFERENCE_SETTINGS = {
     "lane_angle": (0.6, 0.05, 3.15, "rad"),
     "horizon": (2.5, 0.1, 10.0, "s"),
     "curve_accel": (2.0, 0.1, 10.0, "m/s^2"),
+    "curve_full_radius": (25.0, 0.0, 200.0, "m (bends tighter than this allow curve_accel x radius / it; 0: off)"),
     "turn_in": (3.0, 0.1, 50.0, "m"),
     "accel_tau": (0.5, 0.0, 5.0, "s"),
     "steer_tolerance": (0.05, 0.0, 0.5, "rad"),
@@ -54,6 +55,7 @@ cdef int _fill_reference_params(Engine e, RefParams* rp, dict settings) except -
     rp.lane_angle = settings["lane_angle"]
     rp.horizon = settings["horizon"]
     rp.curve_accel = settings["curve_accel"]
+    rp.curve_full_radius = settings["curve_full_radius"]
     rp.turn_in = settings["turn_in"]
     rp.accel_tau = settings["accel_tau"]
     rp.steer_tolerance = settings["steer_tolerance"]
