@@ -127,7 +127,7 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
     nearest the asked-for acceleration and steering angle (yaw rate for the unicycle)."""
     cdef Agent b
     cdef int il, it, best = 0
-    cdef bint brake_ok, speed_ok
+    cdef bint brake_ok, speed_ok, left_ok, right_ok
     cdef double qa, qs, ea, es, cost, best_cost = 1e300, lat_now, a_next
     # The step each control can make, for the error units.
     if model == DYN_BICYCLE_JERK:
@@ -151,8 +151,12 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
     # Which signs of longitudinal jerk the grid can step within the comfort limit: where none of its
     # braking (or speeding-up) values can (a grid step times this agent's throttle coefficient above
     # the limit), pricing them would leave the agent unable to brake at all, so they go unpriced.
+    # The same for the signs of lateral jerk (a steering coefficient above 1.25 takes the default
+    # grid's 4 m/s^3 past the 5 m/s^3 limit: priced, such a car would never turn into a bend).
     brake_ok = False
     speed_ok = False
+    left_ok = False
+    right_ok = False
     if model == DYN_BICYCLE_JERK:
         for il in range(n_long):
             if fabs(grid_long[il] * a.kin[KIN_THROTTLE]) <= cp[CP_COMF_JLONG]:
@@ -160,6 +164,12 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
                     brake_ok = True
                 elif grid_long[il] > 0:
                     speed_ok = True
+        for it in range(n_lat):
+            if fabs(grid_lat[it] * a.kin[KIN_STEER]) <= cp[CP_COMF_JLAT]:
+                if grid_lat[it] < 0:
+                    right_ok = True
+                elif grid_lat[it] > 0:
+                    left_ok = True
     # The acceleration asked for next: the jerk model closes the gap to ``acc_ref`` over ``accel_tau``
     # seconds (so a comfortable jerk does what a small gap needs, and the emergency value only what a
     # large one does); the acceleration-actuated models set it at once.
@@ -188,7 +198,7 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
             if model == DYN_BICYCLE_JERK:
                 if fabs(b.j_long) > cp[CP_COMF_JLONG] and (brake_ok if b.j_long < 0 else speed_ok):
                     cost += rp.comfort_price
-                if fabs(b.j_lat) > cp[CP_COMF_JLAT]:
+                if fabs(b.j_lat) > cp[CP_COMF_JLAT] and (right_ok if b.j_lat < 0 else left_ok):
                     cost += rp.comfort_price
             if b.speed < -1e-9 and a.speed >= -1e-9:
                 cost += 1e6  # never start to reverse
