@@ -120,6 +120,19 @@ cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, La
     return sqrt(rp.goal_speed * rp.goal_speed + 2.0 * rp.goal_decel * d)
 
 
+cdef inline void _signs_within(const double* grid, int n, double coef, double limit, bint* neg_ok,
+                               bint* pos_ok) noexcept nogil:
+    """Whether some negative (``neg_ok``) and some positive (``pos_ok``) value of a jerk grid, times the
+    agent's coefficient, lies within the comfort ``limit``."""
+    cdef int k
+    for k in range(n):
+        if fabs(grid[k] * coef) <= limit:
+            if grid[k] < 0:
+                neg_ok[0] = True
+            elif grid[k] > 0:
+                pos_ok[0] = True
+
+
 cdef inline int _best_action(Agent* a, const double* cp, int model, const double* grid_long,
                              const double* grid_lat, int n_long, int n_lat, double acc_ref, double steer_ref,
                              double yaw_ref, const RefParams* rp, double dt) noexcept nogil:
@@ -153,23 +166,10 @@ cdef inline int _best_action(Agent* a, const double* cp, int model, const double
     # the limit), pricing them would leave the agent unable to brake at all, so they go unpriced.
     # The same for the signs of lateral jerk (a steering coefficient above 1.25 takes the default
     # grid's 4 m/s^3 past the 5 m/s^3 limit: priced, such a car would never turn into a bend).
-    brake_ok = False
-    speed_ok = False
-    left_ok = False
-    right_ok = False
+    brake_ok = speed_ok = left_ok = right_ok = False
     if model == DYN_BICYCLE_JERK:
-        for il in range(n_long):
-            if fabs(grid_long[il] * a.kin[KIN_THROTTLE]) <= cp[CP_COMF_JLONG]:
-                if grid_long[il] < 0:
-                    brake_ok = True
-                elif grid_long[il] > 0:
-                    speed_ok = True
-        for it in range(n_lat):
-            if fabs(grid_lat[it] * a.kin[KIN_STEER]) <= cp[CP_COMF_JLAT]:
-                if grid_lat[it] < 0:
-                    right_ok = True
-                elif grid_lat[it] > 0:
-                    left_ok = True
+        _signs_within(grid_long, n_long, a.kin[KIN_THROTTLE], cp[CP_COMF_JLONG], &brake_ok, &speed_ok)
+        _signs_within(grid_lat, n_lat, a.kin[KIN_STEER], cp[CP_COMF_JLAT], &right_ok, &left_ok)
     # The acceleration asked for next: the jerk model closes the gap to ``acc_ref`` over ``accel_tau``
     # seconds (so a comfortable jerk does what a small gap needs, and the emergency value only what a
     # large one does); the acceleration-actuated models set it at once.
