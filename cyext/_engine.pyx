@@ -387,6 +387,7 @@ def orca_step_batch(const double[:, ::1] positions, const double[:, ::1] velocit
 
 
 include "vocabulary.pxi"
+include "segment_grid.pxi"
 include "roadmap.pxi"
 include "layout.pxi"
 include "engine.pxi"
