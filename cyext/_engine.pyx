@@ -39,7 +39,7 @@ from rules cimport (AGENT_BUCKETS, offroad, offroad_excursion, lane_state, lane_
 from observe cimport (ObsOut, EgoLayout, EntityLayout, write_ego, write_partners, write_road, write_traffic,
                      float_to_half)
 from rewards cimport StepEvents, RewardForm, step_reward, goal_progress, route_progress, GOAL_PROGRESS_ROUTE, PROGRESS_POTENTIAL
-from scene cimport lane_length, lane_point, sample_goal, TurnBox, turn_box
+from scene cimport lane_length, lane_point, sample_goal, TurnBox, turn_box, lane_turnable
 from geometry cimport wrap_angle
 from observe cimport lane_curvature_ahead
 from lanegraph cimport nearest_lane, track_goals_reachable, LaneGraphScratch, goal_route_distance, route_successor

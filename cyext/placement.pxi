@@ -216,9 +216,15 @@ cdef bint _place_on_lane(Engine e, Py_ssize_t w, Agent* a) noexcept nogil:
     cdef Rng* rng = &e.rngs[w]
     cdef Py_ssize_t lane
     cdef double s, jitter
+    cdef TurnBox box
     if m.n_spawn_lanes == 0:
         return False
     lane = m.spawn_lanes[rng_int(rng, m.n_spawn_lanes)]
+    # a lane a controlled agent's box cannot follow is no place for it to start (InitConfig.goal_turnable):
+    # a try lost
+    if e.goal_turnable and a.role == ROLE_CONTROLLED and turn_box(a, &e.cp[a.cls * N_CP], &box) \
+            and not lane_turnable(m, lane, &box):
+        return False
     s = rng_range(rng, 0.0, lane_length(m, lane))
     lane_point(m, lane, s, &a.x, &a.y, &a.z, &a.heading)
     a.lane = <int>lane
@@ -318,6 +324,11 @@ cdef bint _assign_goal(Engine e, Py_ssize_t w, Agent* a, bint from_lane=False) n
     seg = seggrid_nearest(&m.lanes, a.x, a.y, a.z, e.lane_max_dist, e.z_gate, &dt2, &t)
     if seg < 0:
         return False
+    if tb != NULL and a.lane >= 0 and not lane_turnable(m, m.lanes.seg_row[seg], tb):
+        # at a lane's end the nearest lane may be the bend ahead that the agent cannot follow: walk
+        # from the lane it is on (lane state: ``a.lane`` and its arc ``a.lane_arc``) instead
+        return sample_goal(m, rng, a.lane, a.lane_arc, a.x, a.y, cos(a.heading), sin(a.heading),
+                           e.goal_lo, e.goal_hi, e.goal_fwd, 8, tb, &a.goal_x, &a.goal_y, &a.goal_z)
     s = m.lanes.seg_s0[seg] + t * sqrt((m.lanes.seg[6 * seg + 3] - m.lanes.seg[6 * seg]) ** 2
                                        + (m.lanes.seg[6 * seg + 4] - m.lanes.seg[6 * seg + 1]) ** 2)
     return sample_goal(m, rng, m.lanes.seg_row[seg], s, a.x, a.y, cos(a.heading), sin(a.heading),

@@ -132,8 +132,9 @@ class InitConfig:
     between the road edges with the box at most the lane's spare half width off the centreline
     (``terrazero_env.maps.bends``, ``scene.pxd``'s ``lane_turnable``). On ``carla_town01`` a 12 m truck
     cannot follow 34 of the 56 turning lanes at all, and sweeps onto the curb on most others
-    (``benchmarks/turn_radii.py``): a goal through one asks what no driver can do. False: the paper's
-    walk over every successor."""
+    (``benchmarks/turn_radii.py``): a goal through one asks what no driver can do. A controlled vehicle
+    is also not placed on such a lane, and a new goal is walked from the lane it is on where the lane
+    nearest it is one. False: the paper's walk over every successor, placement on any spawn lane."""
     goal_dropout: tuple[float, float, float, float, float] = (0.3, 0.3, 0.3, 0.0, 0.0)
     """Per-class probability in [0, 1] that a controlled agent's goal is hidden (table 15: 0.3)."""
     goal_behavior: GoalBehavior = GoalBehavior.NEW_GOAL
