@@ -5,6 +5,7 @@
     python benchmarks/reference_driver.py --classes car truck bus --class-maps grid_town carla_town01
     python benchmarks/reference_driver.py --maps --classes car truck bus --policy runs/planner_cpu2 \
         --class-maps grid_town carla_town01 womd_ds/ --episodes 400
+    python benchmarks/reference_driver.py --maps --mixed grid_town carla_town01 --mixed-episodes 8000
 
 With ``--classes``, a second table follows the map table: the reference driver with one vehicle class
 at a time in the same worlds (``init.class_weights`` all on that class), on ``--class-maps``; the
@@ -13,6 +14,18 @@ trucks and buses, and at least 85% goal reach for each. With ``--policy RUN`` th
 worlds of that run's ``config.yaml`` (maps and class weights replaced), one row for the run's policy
 (its most likely actions) and one for the reference driver on the same seeds. A class map that is a
 folder stands for every ``.tzb`` scene in it (each world reset draws one).
+
+With ``--mixed MAP ...``, a third table: the reference driver in the planner preset's own worlds (its
+mixed vehicle classes, every one controlled, its IDM and planner traffic, parked rows, crash clusters,
+construction zones, debris and pedestrians, its agent counts, signals and 25.6 s episodes), one row
+per map and class, split from one evaluation by each episode's class (``agent_class``). Goals follow
+the class table's protocol (``--mixed-goals``: 10-30 m ahead, never hidden), because the preset's own
+goals measure no drivability: a hidden goal (goal dropout) names no destination, and a 120 m goal past
+two 15 s reds is out of reach of a lawful driver in 25.6 s. Targets as in the class table. Its
+``outside passes`` column counts the episodes with a wrong-way step more than ``PASS_WINDOW`` steps
+after the driver last drove off its route lane's centre (``Engine.reference_plan``'s ``lat_off``): a
+pass over the centre line of a one-lane road reads the opposing lane, which the rule counts as
+wrong-way (TerraZero section 3.3), as nuPlan's driving-direction compliance does.
 
 Each row is :func:`terrazero_env.agents.evaluate.evaluate` of a driver from
 :mod:`terrazero_env.drivers` on ``load_config("quick", maps=[MAP])`` (the preset's road users, signals
@@ -28,17 +41,57 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 from terrazero_env.agents.evaluate import evaluate
 
 from terrazero_env import load_config
-from terrazero_env.drivers import DRIVERS, make_driver
+from terrazero_env.config import AgentType
+from terrazero_env.drivers import DRIVERS, ReferenceDriver, make_driver
+from terrazero_env.engine import EPISODE_METRIC_NAMES
+from terrazero_env.evaluation.metrics import episodes_where, summarize, wilson_interval
 
 #: ``init.class_weights`` putting every agent of the worlds in one vehicle class.
 CLASS_WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
 
 COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_way_rate", "wrong-way"),
-           ("red_light_rate", "red light"), ("collision_rate", "collision"),
+           ("red_light_rate", "red light"), ("collision_rate", "collision"), ("at_fault", "at fault"),
            ("comfort_violation_rate", "comfort viol."))
+
+#: Steps (4 s at the presets' 0.1 s) after an offset from the route lane in which wrong-way is a pass's.
+PASS_WINDOW = 40
+
+
+class _PassWatch(ReferenceDriver):
+    """The reference driver, noting per episode whether it drove the wrong way outside a pass: a
+    wrong-way step more than ``PASS_WINDOW`` steps after the plan's last lateral offset (|lat_off| >
+    0.2 m). ``marks`` maps ``(round, world, agent)`` to that flag, rounds counted by ``begin``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: dict[tuple[int, int, int], bool] = {}
+        self.round = -1
+
+    def begin(self, engine, worlds, slots) -> None:
+        self.round += 1
+        self.since = np.full(engine.num_worlds * engine.slots_per_world, 10 ** 6, np.int64)
+
+    def act(self, engine) -> np.ndarray:
+        K = engine.slots_per_world
+        agent = np.asarray(engine.slot_agent)
+        world = np.arange(agent.size) // K
+        ag = np.asarray(engine.agents)
+        on = agent >= 0
+        flag = np.zeros(agent.size, bool)
+        flag[on] = (ag["wrong_way"][world[on], agent[on]] != 0) & (ag["alive"][world[on], agent[on]] != 0)
+        for r in np.flatnonzero(flag & (self.since > PASS_WINDOW)):
+            self.marks[(self.round, int(world[r]), int(agent[r]))] = True
+        off = np.concatenate([np.abs(engine.reference_plan(w)["lat_off"]) > 0.2 for w in range(engine.num_worlds)])
+        self.since = np.where(off, 0, self.since + 1)
+        return super().act(engine)
+
+
+#: The class table's goals, put on the planner preset's worlds by ``--mixed``.
+MIXED_GOALS = {"init__goal_distance": (10.0, 30.0), "init__goal_dropout": (0.0, 0.0, 0.0, 0.0, 0.0)}
 
 
 def main() -> None:
@@ -55,6 +108,12 @@ def main() -> None:
                    help="maps of the class table; a folder: every .tzb scene in it")
     p.add_argument("--policy", default=None, metavar="RUN",
                    help="with --classes: also a run folder's policy (checkpoint.zip), in the worlds of its config.yaml")
+    p.add_argument("--mixed", nargs="*", default=[], metavar="MAP",
+                   help="also the reference driver per class in the planner preset's mixed worlds on these maps")
+    p.add_argument("--mixed-episodes", type=int, default=8000,
+                   help="episodes per map of the mixed table (all classes together; 8000 gives about 800 trucks)")
+    p.add_argument("--mixed-goals", choices=("class-table", "preset"), default="class-table",
+                   help="goals of the mixed table: the class table's (10-30 m, visible) or the preset's own")
     args = p.parse_args()
     if args.maps:
         print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
@@ -81,6 +140,28 @@ def main() -> None:
                     _row(f"| {cls} | {name} | policy | ", model, cfg, args, deterministic=True)
                 _row(f"| {cls} | {name} | {'reference | ' if model is not None else ''}", make_driver("reference"),
                      cfg, args)
+    if args.mixed:
+        print()
+        print("| map | class | episodes | " + " | ".join(label for _, label in COLUMNS) + " | wrong-way outside passes |")
+        print("|---|---|---:|" + "---|" * (len(COLUMNS) + 1))
+        goals = MIXED_GOALS if args.mixed_goals == "class-table" else {}
+        for m in args.mixed:
+            cfg = load_config("planner", maps=_maps(m), **goals)
+            t0 = time.perf_counter()
+            watch = _PassWatch()
+            res = evaluate(watch, cfg, episodes=args.mixed_episodes, seed=args.seed, progress_reference="limit")
+            per = res["per_episode"]
+            kinds = np.asarray(per["agent_class"])
+            outside = np.array([watch.marks.get(tuple(i), False) for i in per["episode_id"]])
+            for cls in CLASS_WEIGHTS:
+                keep = kinds == int(AgentType[cls.upper()])
+                sub = episodes_where(per, keep)
+                if sub["return"]:
+                    k, n = int(outside[keep].sum()), int(keep.sum())
+                    lo, hi = wilson_interval(k, n)
+                    print(f"| {m} | {cls} | {n} | " + " | ".join(_cells(sub)) +
+                          f" | {100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] |", flush=True)
+            print(f"({m}: {time.perf_counter() - t0:.1f} s)", flush=True)
 
 
 def _maps(m: str) -> list[str]:
@@ -98,11 +179,20 @@ def _row(head: str, driver, cfg, args: argparse.Namespace, deterministic: bool =
     t0 = time.perf_counter()
     res = evaluate(driver, cfg, episodes=args.episodes, seed=args.seed, deterministic=deterministic,
                    progress_reference="limit")
-    cells = []
-    for key, _ in COLUMNS:
-        row = res["rows"][key]
-        cells.append(f"{100 * row['value']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]")
-    print(head + " | ".join(cells) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
+    print(head + " | ".join(_cells(res["per_episode"])) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
+
+
+def _cells(per: dict) -> list[str]:
+    """The table's cells, rate and Wilson 95% interval, from per-episode outcomes; ``at fault``: an
+    episode with at least one collision the agent caused (``at_fault_collisions``)."""
+    rows = summarize(per)
+    col = list(EPISODE_METRIC_NAMES).index("at_fault_collisions")
+    n = len(per["return"])
+    k = int(np.sum(np.asarray(per["engine_metrics"], float).reshape(n, -1)[:, col] > 0))
+    lo, hi = wilson_interval(k, n)
+    rows["at_fault"] = {"value": k / n, "ci_low": lo, "ci_high": hi}
+    return [f"{100 * rows[key]['value']:.1f}% [{100 * rows[key]['ci_low']:.1f}, {100 * rows[key]['ci_high']:.1f}]"
+            for key, _ in COLUMNS]
 
 
 if __name__ == "__main__":

@@ -325,7 +325,8 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
     episodes are complete. Returns per-episode outcomes (``events``: counter name -> happened at
     least once; ``counts``; ``progress``; ``return``; ``length`` in steps; ``engine_metrics``: the
     slot's ``Engine.episode_metrics`` row when the episode ended; ``episode_id``: (round, world, agent
-    index)), the number of rounds, and the video written (or None). ``video``: a ``.gif``/``.mp4`` of
+    index); ``agent_class``: the agent's class, an ``AgentType`` index), the number of rounds, and the
+    video written (or None). ``video``: a ``.gif``/``.mp4`` of
     world 0 over the first round. ``history``, when given, receives every round's ``Engine.agents``
     snapshots (one per step, for the filmstrip of the worst episodes). ``scenes``, when given,
     replaces the derived seeds: ``(world seed, slot)`` pairs, ``W`` per round, each world reset with
@@ -343,6 +344,7 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
     counters: list[np.ndarray] = []
     engine_rows: list[np.ndarray] = []
     episode_ids: list[tuple[int, int, int]] = []
+    classes: list[int] = []
     progress: list[float] = []
     returns: list[float] = []
     lengths: list[int] = []
@@ -382,6 +384,7 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
         wanted[order] = True
         agent = np.asarray(e.slot_agent).copy()
         world = np.arange(n) // K
+        cls = np.asarray(e.agents["cls"])[world, np.maximum(agent, 0)].copy()
         d_start = _goal_distance(e, world, agent)
         ret = np.zeros(n)
         steps = np.zeros(n, np.int64)
@@ -442,6 +445,7 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
             counters.append(final[r].copy())
             engine_rows.append(final_em[r].copy())
             episode_ids.append((rnd, int(r // K), int(agent[r])))
+            classes.append(int(cls[r]))
             reached = goal_col is not None and final[r, goal_col] > 0
             progress.append(1.0 if reached else float(1.0 - d_end[r] / d_start[r]) if d_start[r] > 0 else 0.0)
             returns.append(float(ret[r]))
@@ -453,7 +457,7 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
            "counts": {name: c[:, k].tolist() for k, name in enumerate(names)},
            "progress": progress, "return": returns, "length": lengths,
            "engine_metrics": np.array(engine_rows, np.float64).reshape(-1, n_em).tolist(),
-           "episode_id": [list(t) for t in episode_ids], "progress_reference": progress_reference,
+           "episode_id": [list(t) for t in episode_ids], "agent_class": classes, "progress_reference": progress_reference,
            "reference_progress": references}
     return per, rnd, video_out
 

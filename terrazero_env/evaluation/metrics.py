@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CLOSED_LOOP_METRICS", "EPISODE_METRICS", "MEANS", "NOT_APPLICABLE", "PROGRESS_REFERENCES", "RATES", "Z95", "closed_loop_metrics",
-           "compare", "format_closed_loop", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
+           "compare", "episodes_where", "format_closed_loop", "format_comparison", "format_table", "jackknife_interval", "mean_interval", "summarize",
            "t_quantile", "wilson_interval"]
 
 #: Two-sided 95% standard normal quantile.
@@ -126,6 +126,27 @@ def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
         return m, math.nan, math.nan
     half = t_quantile(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return m, m - half, m + half
+
+
+def episodes_where(per: dict[str, Any], keep: Any) -> dict[str, Any]:
+    """The per-episode outcomes of ``per`` (see :func:`summarize`) restricted to the episodes where the
+    boolean sequence ``keep`` (one entry per episode) is true: every per-episode list, and every list
+    of a per-counter mapping, is filtered; other entries are kept as they are. For tables by class,
+    ``keep = np.asarray(per["agent_class"]) == AgentType.TRUCK``."""
+    n = len(per["return"])
+    mask = np.asarray(keep)
+    if mask.dtype != bool or mask.shape != (n,):
+        raise ValueError(f"keep must be {n} booleans, one per episode, got dtype {mask.dtype} and shape {mask.shape}")
+    idx = np.flatnonzero(mask).tolist()
+
+    def pick(v: Any) -> Any:
+        if isinstance(v, list) and len(v) == n:
+            return [v[i] for i in idx]
+        if isinstance(v, dict):
+            return {k: pick(x) for k, x in v.items()}
+        return v
+
+    return {k: pick(v) for k, v in per.items()}
 
 
 def summarize(per: dict[str, Any]) -> dict[str, dict[str, Any]]:
