@@ -34,3 +34,21 @@ def test_the_driver_turns_toward_its_plan_at_speed_with_a_grid_beyond_the_comfor
     # priced, the driver fell behind its plan 64 times in these worlds and turned toward it in 34
     assert behind <= 10, behind
     assert turned >= 0.9 * behind, (turned, behind)
+
+
+def test_a_coarse_jerk_grid_still_leaves_rest() -> None:
+    """A jerk-model agent whose grid step (least jerk x throttle coefficient x dt) exceeds twice the
+    smoothed step toward its asked-for acceleration (``accel_tau``) used to pick no change at every
+    step: buses with a throttle coefficient of 1.45 (grid +-4 m/s^3, a step of 0.58 m/s^2 against
+    0.3 asked) stood on an empty highway for good. A gap of more than two steps now moves at least one."""
+    cfg = load_config("quick", maps=["highway"], init__class_weights=(0.0, 0.0, 1.0, 0.0, 0.0),
+                      init__initial_speed=(0.0, 0.0), init__kinematic_range=(1.45, 1.45),
+                      road_users__parked=(0, 0))
+    eng = Engine(cfg)
+    eng.reset(seeds=list(range(cfg.num_worlds)))
+    for _ in range(50):
+        eng.step(eng.reference_actions())
+    a = eng.agents
+    ctrl = (a["slot"] >= 0) & (a["alive"] == 1)
+    assert ctrl.sum() >= 16
+    assert np.mean(a["speed"][ctrl] > 1.5) >= 0.9, np.round(a["speed"][ctrl], 1)
