@@ -541,7 +541,7 @@ cdef class Engine:
         1.0), ``action_price`` (0.05), ``comfort_price`` (100.0), ``walk_speed`` (m/s, 1.2),
         ``lane_angle`` (rad, 0.6), ``horizon`` (s, 2.5), ``curve_accel`` (m/s^2, 2.0), ``curve_full_radius`` (m, 25.0; 0: off), ``turn_in`` (m,
         3.0), ``accel_tau`` (s, 0.5), ``steer_tolerance`` (rad, 0.05), the passing settings and
-        ``swept_path`` (m, 1.5). Reads the engine's state and
+        ``swept_path`` (m, 1.5), ``swept_margin`` (m, 0.2). Reads the engine's state and
         changes none of it."""
         s = _reference_settings(settings)
         self._enter()

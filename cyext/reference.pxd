@@ -36,6 +36,8 @@ Each step, for one agent:
    would touch a road edge or a sidewalk (a long vehicle's corners swing out of a bend by about
    (length / 2)^2 / (2 R)), it drives at a lateral offset, up to ``swept_path`` metres either side,
    whose predicted boxes all stay on the road: the middle of the run of such offsets nearest the centre.
+   The boxes keep ``swept_margin`` metres from the edges where some offset allows it (room for the
+   wheels' tracking error; a 5 m car on a 10.7 m turnaround loop with 0.4 m to spare ran wide by more).
 4. **Action.** Every action of the class grid is tried on a copy of the agent through the engine's
    own dynamics (``dynamics.step_dynamics``, with the agent's sampled kinematic coefficients, so a
    car with a weak c_steer is steered as such), and the one whose next acceleration and steering
@@ -83,6 +85,7 @@ ctypedef struct RefParams:
     double pass_lookahead      # m: least pure-pursuit lookahead while passing or changing lane (a gentle S)
     double pass_room           # m: gap to the obstacle at which a car waiting to pass it stands
     double swept_path          # m: largest lateral offset taken to keep the box's sweep on the road (0: off)
+    double swept_margin        # m: room the predicted boxes of step 3c keep from the road edges
 
 
 cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
@@ -105,6 +108,7 @@ cdef inline void reference_params_default(RefParams* rp) noexcept nogil:
     rp.pass_lookahead = 10.0
     rp.pass_room = 6.0
     rp.swept_path = 1.5
+    rp.swept_margin = 0.2
 
 
 cdef inline double _arrival_cap(const MapC* m, Agent* a, const RefParams* rp, LaneGraphScratch* sc) noexcept nogil:
@@ -605,8 +609,8 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     if rp.passing > 0:
         lat_off = _pass_or_change(m, agents, n, i, cp_all, p, sl_state, cap, rp, sc, &sw, &ld, &acc, &v0)
     if lat_off == 0.0:
-        lat_off = swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp.swept_path, rp.z_gate, &sw, &ld,
-                               &acc, &v0)
+        lat_off = swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp.swept_path, rp.swept_margin, rp.z_gate,
+                               &sw, &ld, &acc, &v0)
     steer_rate = _steer_authority(a, cp)
     acc_curve = _curve_speed_accel(&sw, a, rp, steer_rate)
     if acc_curve < acc:

@@ -24,6 +24,7 @@ _REFERENCE_SETTINGS = {
     "pass_lookahead": (10.0, 0.0, 50.0, "m"),
     "pass_room": (6.0, 0.0, 30.0, "m"),
     "swept_path": (1.5, 0.0, 3.0, "m (largest offset taken to keep the box's sweep on the road; 0: off)"),
+    "swept_margin": (0.2, 0.0, 1.0, "m (room the predicted boxes keep from the road edges, for tracking error)"),
 }
 
 
@@ -65,6 +66,7 @@ cdef int _fill_reference_params(Engine e, RefParams* rp, dict settings) except -
     rp.pass_lookahead = settings["pass_lookahead"]
     rp.pass_room = settings["pass_room"]
     rp.swept_path = settings["swept_path"]
+    rp.swept_margin = settings["swept_margin"]
     rp.lane_max_dist = e.lane_max_dist
     rp.z_gate = e.z_gate
     rp.route_cap = e.rform.route_cap

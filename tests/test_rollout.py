@@ -27,12 +27,14 @@ QUICK = load_config("quick")
 #: driver's lateral-acceleration allowance came to fall with the radius in bends tighter than 25 m
 #: (``curve_full_radius``: one off-road episode fewer; slower through the turns, two goals fewer), and
 #: when a jerk-model agent far from its asked-for acceleration came to step toward it by at least one
-#: grid step (reference.pxd, ``_best_action``: one goal more, one comfort violation fewer).
+#: grid step (reference.pxd, ``_best_action``: one goal more, one comfort violation fewer), and when its
+#: swept-path boxes came to keep 0.2 m from the road edges where an offset allows it (``swept_margin``:
+#: six episodes' scores).
 REFERENCE_COUNTS = {"goal_reach_rate": 21, "collision_rate": 0, "offroad_rate": 0, "red_light_rate": 0,
                     "wrong_way_rate": 0, "comfort_violation_rate": 0, "stop_line_rate": 0}
-REFERENCE_SCORES = [84.110005, 92.809593, 97.642842, 81.4026, 89.945037, 79.570958, 90.210965, 86.092347, 87.137743,
-                    81.823972, 80.196562, 89.241753, 79.560142, 86.2494, 98.226716, 73.49923, 80.982601, 72.65154,
-                    87.42593, 99.349503, 92.349538, 98.600696, 91.937148, 100.0]
+REFERENCE_SCORES = [84.110005, 92.809593, 97.642842, 81.4026, 89.781724, 75.862763, 90.210965, 87.118175, 73.715306,
+                    81.823972, 80.29996, 89.241753, 79.560142, 86.2494, 98.226716, 74.025981, 78.890357, 72.65154,
+                    87.42593, 99.349503, 92.349538, 99.25176, 91.937148, 100.0]
 
 
 def test_a_fixed_seeds_reference_table_is_unchanged():
