@@ -157,10 +157,9 @@ def main() -> None:
                 keep = kinds == int(AgentType[cls.upper()])
                 sub = episodes_where(per, keep)
                 if sub["return"]:
-                    k, n = int(outside[keep].sum()), int(keep.sum())
-                    lo, hi = wilson_interval(k, n)
+                    n = int(keep.sum())
                     print(f"| {m} | {cls} | {n} | " + " | ".join(_cells(sub)) +
-                          f" | {100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] |", flush=True)
+                          f" | {_cell(int(outside[keep].sum()), n)} |", flush=True)
             print(f"({m}: {time.perf_counter() - t0:.1f} s)", flush=True)
 
 
@@ -182,17 +181,20 @@ def _row(head: str, driver, cfg, args: argparse.Namespace, deterministic: bool =
     print(head + " | ".join(_cells(res["per_episode"])) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
 
 
-def _cells(per: dict) -> list[str]:
-    """The table's cells, rate and Wilson 95% interval, from per-episode outcomes; ``at fault``: an
-    episode with at least one collision the agent caused (``at_fault_collisions``)."""
-    rows = summarize(per)
-    col = list(EPISODE_METRIC_NAMES).index("at_fault_collisions")
-    n = len(per["return"])
-    k = int(np.sum(np.asarray(per["engine_metrics"], float).reshape(n, -1)[:, col] > 0))
+def _cell(k: int, n: int) -> str:
+    """A rate of ``k`` episodes in ``n`` with its Wilson 95% interval, in percent."""
     lo, hi = wilson_interval(k, n)
-    rows["at_fault"] = {"value": k / n, "ci_low": lo, "ci_high": hi}
-    return [f"{100 * rows[key]['value']:.1f}% [{100 * rows[key]['ci_low']:.1f}, {100 * rows[key]['ci_high']:.1f}]"
-            for key, _ in COLUMNS]
+    return f"{100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def _cells(per: dict) -> list[str]:
+    """The table's cells from per-episode outcomes; ``at fault``: an episode with at least one
+    collision the agent caused (``at_fault_collisions``)."""
+    rows = summarize(per)
+    n = len(per["return"])
+    col = list(EPISODE_METRIC_NAMES).index("at_fault_collisions")
+    at_fault = int(np.sum(np.asarray(per["engine_metrics"], float).reshape(n, -1)[:, col] > 0))
+    return [_cell(at_fault, n) if key == "at_fault" else _cell(int(rows[key]["count"]), n) for key, _ in COLUMNS]
 
 
 if __name__ == "__main__":

@@ -99,20 +99,19 @@ cdef inline double swept_offset(const MapC* m, Agent* agents, Py_ssize_t n, Py_s
     long vehicle in a tight bend may have no room to spare). Returns the offset (m, + left)."""
     cdef bint kept = True
     cdef double off
+    cdef double stage_margin[3]
+    cdef int stage_first[3]
+    cdef int k
     if margin > 0.0:
         # the margin kept all along, then half of it, then the margin kept through the first half of
         # the predicted poses (a touch further ahead is planned again as the agent gets nearer)
-        off = _swept_search(m, agents, n, i, cp_all, p, sl_state, cap, swept_path, margin, sw.n + 1, z_gate, sw,
-                            ld, acc, v0, &kept)
-        if kept:
-            return off
-        off = _swept_search(m, agents, n, i, cp_all, p, sl_state, cap, swept_path, 0.5 * margin, sw.n + 1, z_gate,
-                            sw, ld, acc, v0, &kept)
-        if kept:
-            return off
-        off = _swept_search(m, agents, n, i, cp_all, p, sl_state, cap, swept_path, margin, sw.n // 2 + 1, z_gate,
-                            sw, ld, acc, v0, &kept)
-        if kept:
-            return off
+        stage_margin[0], stage_first[0] = margin, sw.n + 1
+        stage_margin[1], stage_first[1] = 0.5 * margin, sw.n + 1
+        stage_margin[2], stage_first[2] = margin, sw.n // 2 + 1
+        for k in range(3):
+            off = _swept_search(m, agents, n, i, cp_all, p, sl_state, cap, swept_path, stage_margin[k],
+                                stage_first[k], z_gate, sw, ld, acc, v0, &kept)
+            if kept:
+                return off
     return _swept_search(m, agents, n, i, cp_all, p, sl_state, cap, swept_path, 0.0, 0, z_gate, sw, ld, acc, v0,
                          &kept)

@@ -326,9 +326,9 @@ def rollout(actor: Actor, venv: Any, episodes: int, seed: int, *, video: Path | 
     least once; ``counts``; ``progress``; ``return``; ``length`` in steps; ``engine_metrics``: the
     slot's ``Engine.episode_metrics`` row when the episode ended; ``episode_id``: (round, world, agent
     index); ``agent_class``: the agent's class, an ``AgentType`` index), the number of rounds, and the
-    video written (or None). ``video``: a ``.gif``/``.mp4`` of
-    world 0 over the first round. ``history``, when given, receives every round's ``Engine.agents``
-    snapshots (one per step, for the filmstrip of the worst episodes). ``scenes``, when given,
+    video written (or None). ``video``: a ``.gif``/``.mp4`` of world 0 over the first round.
+    ``history``, when given, receives every round's ``Engine.agents`` snapshots (one per step, for the
+    filmstrip of the worst episodes). ``scenes``, when given,
     replaces the derived seeds: ``(world seed, slot)`` pairs, ``W`` per round, each world reset with
     its seed and only the named slot's episode kept (the long-tail suite's qualifying scenes);
     ``episodes`` must be their number. ``progress_reference``: ``"idm"`` adds an IDM reference
