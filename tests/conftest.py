@@ -26,6 +26,21 @@ from terrazero_env.maps import (  # noqa: E402
     Tracks,
 )
 
+@pytest.fixture(scope="session", autouse=True)
+def _sb3_log_folder(tmp_path_factory):
+    """Stock SB3 models (the third-party client tests) make a ``tempdir/SB3-<time>`` folder on every
+    ``learn`` without a log folder; ``SB3_LOGDIR`` keeps them in this session's temporary folder
+    instead of the machine's."""
+    if "SB3_LOGDIR" in os.environ:
+        yield
+        return
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3_logs"))
+    try:
+        yield
+    finally:
+        os.environ.pop("SB3_LOGDIR", None)
+
+
 ARM = 40.0  # length of each approach (m)
 HALF = 5.0  # half size of the junction box (m)
 OFF = 1.75  # lane centre offset from the road axis (m): one lane each way, 3.5 m wide
