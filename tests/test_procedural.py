@@ -222,6 +222,37 @@ def test_roundabout_circulates_with_the_island_on_the_inside(hand):
     assert len(m.stop_lines) == 4 and len(m.signals) == 0 and len(m.stop_signs) == 0
 
 
+def test_roundabout_entry_radius_and_turnaround_radius_set_its_tightest_bends():
+    """The entry and exit lanes turn concentric with the entry fillets (radius plus half a lane) and
+    the turnaround loops run half a lane outside their island, both bends of a loop equally tight:
+    the tightest radius of every turning lane follows the two settings (the bundled roundabout's
+    15 m and 16 m with 5 m lanes), and the defaults give the map as before."""
+    from terrazero_env.maps.bends import lane_bends
+
+    base = procedural.roundabout(0)
+    assert "entry_radius" not in base.metadata["params"]
+    wide = procedural.roundabout(0, lane_width=5.0, entry_radius=15.0, turnaround_radius=16.0)
+    assert wide.metadata["params"]["entry_radius"] == 15.0 and wide.metadata["params"]["turnaround_radius"] == 16.0
+    for m, (entry, loop) in ((base, (6.0 + 1.75, 9.0 + 1.75)), (wide, (15.0 + 2.5, 16.0 + 2.5))):
+        r = lane_bends(build(m))[:, 0]
+        turning = np.sort(r[r < 50.0])
+        inter = set(build(m).intersections.lanes.values.tolist())
+        connectors = [i for i in range(len(r)) if r[i] < 50.0 and i in inter and r[i] < 0.9 * 25.0]
+        loops = [i for i in range(len(r)) if r[i] < 50.0 and i not in inter]
+        assert len(connectors) == 8 and len(loops) == 4, (connectors, loops)
+        np.testing.assert_allclose(r[connectors], entry, rtol=0.02)
+        np.testing.assert_allclose(r[loops], loop, rtol=0.02)
+        assert turning[0] == pytest.approx(min(entry, loop), rel=0.02)
+
+
+@pytest.mark.parametrize("name, value", [("entry_radius", 0.5), ("entry_radius", float("nan")),
+                                         ("turnaround_radius", 1e6), ("turnaround_radius", True),
+                                         ("turnaround_radius", "16")])
+def test_roundabout_rejects_bad_bend_radii(name, value):
+    with pytest.raises(ValueError, match=name):
+        procedural.roundabout(0, **{name: value})
+
+
 # highway --------------------------------------------------------------------------------------------
 
 

@@ -7,12 +7,14 @@ import numpy as np
 from ..schema import Handedness, MapData, RoadLineType
 from .assembly import MapAssembler, check_lane_params, parse_handedness
 from .geometry import arc, curve, direction, left_normal, resample
-from .network import CROSSWALK_WIDTH, add_dead_end, add_road
+from .network import CROSSWALK_WIDTH, TURNAROUND_ISLAND, add_dead_end, add_road
 
 __all__ = ["roundabout"]
 
-#: Radius (m) of the curb fillets where approach roads meet the ring.
+#: Radius (m) of the curb fillets where approach roads meet the ring (the default ``entry_radius``).
 ENTRY_FILLET = 6.0
+#: Largest entry fillet and turnaround island radius (m) the generator takes.
+MAX_BEND_RADIUS = 100.0
 #: Smallest central island radius (m).
 MIN_ISLAND_RADIUS = 4.0
 MAX_RADIUS = 500.0  # m
@@ -27,6 +29,8 @@ def roundabout(
     lane_width: float = 3.5,
     handedness: Handedness | str = Handedness.RIGHT,
     speed_limit: float = 11.1,
+    entry_radius: float = ENTRY_FILLET,
+    turnaround_radius: float = TURNAROUND_ISLAND,
 ) -> MapData:
     """A roundabout whose ring (``lanes_per_direction`` lanes, centre line at ``radius`` metres) is
     joined by ``legs`` two-way approach roads.
@@ -37,8 +41,17 @@ def roundabout(
     the leaving lane of the same rank before the entry. The ring and its entry and exit lanes form one
     intersection. Approach roads, 50 to 80 m long, end in turnaround loops; crosswalks cross every
     approach just behind its yield line. The seed rotates the layout, jitters the leg angles and picks
-    the approach lengths. ``lane_width`` is in metres, ``speed_limit`` in m/s.
+    the approach lengths. ``lane_width`` is in metres (every lane: ring, entries, exits, approaches),
+    ``speed_limit`` in m/s. ``entry_radius`` (m) is the radius of the curb fillets between an
+    approach and the ring, around which the entry and exit lanes turn; ``turnaround_radius`` (m) the
+    island radius of the approaches' turnaround loops (``network.add_dead_end``). The defaults draw
+    a car-sized roundabout; the bundled ``roundabout`` map is drawn for 12-13 m trucks and buses
+    (``assets/maps/roundabout.yaml``).
     """
+    for name, value in (("entry_radius", entry_radius), ("turnaround_radius", turnaround_radius)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (1.0 <= value <= MAX_BEND_RADIUS):
+            raise ValueError(f"{name} must be a number of metres from 1 to {MAX_BEND_RADIUS:g}, got {value!r}")
+    fillet = float(entry_radius)
     if int(legs) != legs or not 3 <= legs <= 6:
         raise ValueError(f"legs must be an integer from 3 to 6, got {legs!r}")
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
@@ -57,8 +70,8 @@ def roundabout(
     lengths = rng.uniform(50.0, 80.0, legs)
 
     # Where the approach curbs straighten (distance from the centre) and the half-angle of each mouth.
-    curb_start = float(np.sqrt((r_out + ENTRY_FILLET) ** 2 - (half + ENTRY_FILLET) ** 2))
-    mouth = float(np.arctan2(half + ENTRY_FILLET, curb_start))
+    curb_start = float(np.sqrt((r_out + fillet) ** 2 - (half + fillet) ** 2))
+    mouth = float(np.arctan2(half + fillet, curb_start))
     yield_at = curb_start + 1.0
     merge = mouth + 3.0 / radius
     # Ring split angles: each leg's exit (before it) then its entry (after it), counter-clockwise.
@@ -89,14 +102,15 @@ def roundabout(
         end = (yield_at + lengths[j]) * u
         outward, inward = add_road(asm, origin, end, n, lane_span=(yield_at, 0.0),
                                    right_span=(curb_start, 0.0), left_span=(curb_start, 0.0))
-        add_dead_end(asm, end, phi + np.pi, outward, inward)
+        add_dead_end(asm, end, phi + np.pi, outward, inward,
+                     None if turnaround_radius == TURNAROUND_ISLAND else float(turnaround_radius))
         for k in range(n):
             before, entry_to = int(arcs[k, (2 * j - 1) % (2 * legs)]), int(arcs[k, 2 * j + 1])
             # Concentric with the curb fillets they turn around (the fillet's radius plus the lane's
             # distance from the curb): along the approach to where the curb bends, around the fillet's
             # centre, then along the ring. A single curve from the yield line cut over the curb.
-            lateral, bend = (k + 0.5) * w, ENTRY_FILLET + half - (k + 0.5) * w
-            exit_c, entry_c = curb_start * u - (half + ENTRY_FILLET) * nl, curb_start * u + (half + ENTRY_FILLET) * nl
+            lateral, bend = (k + 0.5) * w, fillet + half - (k + 0.5) * w
+            exit_c, entry_c = curb_start * u - (half + fillet) * nl, curb_start * u + (half + fillet) * nl
             exit_path = np.concatenate([
                 asm.end(before)[None], arc(origin, ring_radius[k], phi - merge, phi - mouth),
                 arc(exit_c, bend, phi - mouth + np.pi, phi + np.pi / 2), (curb_start * u - lateral * nl)[None],
@@ -132,4 +146,6 @@ def roundabout(
     name = f"roundabout_{legs}leg_s{seed}" + ("_lht" if hand == Handedness.LEFT else "")
     params = {"legs": legs, "radius": float(radius), "lanes_per_direction": n, "lane_width": w,
               "handedness": hand.name, "speed_limit": float(speed_limit)}
+    if fillet != ENTRY_FILLET or turnaround_radius != TURNAROUND_ISLAND:
+        params.update(entry_radius=fillet, turnaround_radius=float(turnaround_radius))
     return asm.finish(hand, name, {"generator": "roundabout", "seed": int(seed), "params": params})
