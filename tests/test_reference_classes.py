@@ -6,7 +6,9 @@ Every vehicle class meets the check's targets on both towns (at most 1% off-road
 light and collision for cars, 2% for trucks and buses, at least 85% goal reach; held here with the
 margin 300 episodes leave). On carla_town01 that holds for trucks and buses because their goals keep
 to lanes their boxes can follow (``InitConfig.goal_turnable``): most of its turning lanes are tighter
-than a 9-13 m vehicle can turn inside the road edges (``benchmarks/turn_radii.py``, BENCHMARKS.md)."""
+than a 9-13 m vehicle can turn inside the road edges (``benchmarks/turn_radii.py``, BENCHMARKS.md).
+The bundled roundabout is drawn for trucks and buses (5 m lanes, 15 m entry radii, 16 m turnaround
+islands: ``assets/maps/roundabout.yaml``) and is held to the same bounds."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0),
 BOUNDS = (0.85, 0.03, 0.03, 0.03, 0.03)
 
 
-@pytest.mark.parametrize("town", ["grid_town", "carla_town01"])
+@pytest.mark.parametrize("town", ["grid_town", "carla_town01", "roundabout"])
 @pytest.mark.parametrize("cls", list(WEIGHTS))
 def test_reference_driver_per_class(cls: str, town: str) -> None:
     cfg = load_config("quick", maps=[town], init__class_weights=WEIGHTS[cls])
@@ -88,12 +90,17 @@ def test_episodes_where_filters_every_per_episode_list() -> None:
         episodes_where(per, np.array([True, False]))
 
 
-def test_cars_keep_room_on_the_roundabouts_tight_loops() -> None:
-    """The roundabout's turnaround loops (10.7 m, 0.4 m beside a 5 m car's sweep) and its 7.7 m exits:
-    with its swept-path boxes kept 0.2 m from the edges where an offset allows (``swept_margin``) the
-    driver keeps cars on the road there; with the boxes as they are (``swept_margin=0``) its tracking
-    error took them off it in 7.8% of 400 episodes."""
-    cfg = load_config("quick", maps=["roundabout"], init__class_weights=WEIGHTS["car"])
+def test_cars_keep_room_on_the_roundabouts_tight_loops(tmp_path) -> None:
+    """The car-sized roundabout (the generator's defaults: 3.5 m lanes, 6 m entry fillets, 9 m
+    turnaround islands; the bundled map was drawn this way before it was drawn for trucks and buses):
+    its turnaround loops (10.7 m, 0.4 m beside a 5 m car's sweep) and its 7.7 m exits. With its
+    swept-path boxes kept 0.2 m from the edges where an offset allows (``swept_margin``) the driver
+    keeps cars on the road there; with the boxes as they are (``swept_margin=0``) its tracking error
+    took them off it in 7.8% of 400 episodes."""
+    from terrazero_env.maps import build, procedural, save
+
+    path = save(build(procedural.roundabout(0)), tmp_path / "roundabout_cars.tzb")
+    cfg = load_config("quick", maps=[str(path)], init__class_weights=WEIGHTS["car"])
     rows = evaluate(make_driver("reference"), cfg, episodes=300, seed=3)["rows"]
     assert rows["offroad_rate"]["value"] <= 0.02, rows["offroad_rate"]
     assert rows["goal_reach_rate"]["value"] >= 0.85, rows["goal_reach_rate"]
