@@ -256,6 +256,41 @@ def test_roundabout_rejects_bad_bend_radii(name, value):
 # highway --------------------------------------------------------------------------------------------
 
 
+def _signed_radii(pts: np.ndarray) -> np.ndarray:
+    """Signed radius (m, + left) of the circle through every three consecutive points."""
+    a, b, c = pts[:-2, :2], pts[1:-1, :2], pts[2:, :2]
+    cross = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+    abc = np.linalg.norm(b - a, axis=1) * np.linalg.norm(c - b, axis=1) * np.linalg.norm(c - a, axis=1)
+    with np.errstate(divide="ignore"):
+        return abc / (2.0 * cross)
+
+
+def test_highway_loop_flare_sets_the_swing_out_before_each_turnaround():
+    """A turnaround loop first bends away from its turn (the balloon's flare), then around: that first
+    bend's radius is the flare (carriageway plus ``loop_flare``) less the lane's offset from the axis,
+    so a larger ``loop_flare`` makes it gentler (the bundled highway's 20 m: a 12-13 m bus had run
+    onto the median's nose through the tighter S); the loop itself is unchanged."""
+    n, w, m = 3, 3.5, 2.0
+    for flare in (9.0, 20.0):
+        hw = procedural.highway(0, lanes_per_direction=n, loop_flare=flare)
+        cl = hw.lanes.centerline
+        h0, h1 = _headings(hw)
+        loops = np.flatnonzero(np.abs(np.angle(np.exp(1j * (h1 - h0)))) > 3.0)  # lanes that end heading back
+        assert len(loops) == 2 * n
+        for i in loops:
+            r = _signed_radii(cl.row(i))
+            turn = np.sign(np.nanmedian(r[np.abs(r) < 30.0]))
+            away = np.abs(r[(np.sign(r) == -turn) & (np.abs(r) < 200.0)])
+            # lane k of a loop (innermost first) lies m + (k + 0.5) w off the axis
+            expected = sorted(m + n * w + flare - (m + (k + 0.5) * w) for k in range(n))
+            assert any(abs(away.min() - e) < 0.03 * e for e in expected), (i, away.min(), expected)
+            around = np.abs(r[np.sign(r) == turn]).min()
+            assert any(abs(around - (10.0 + m + (k + 0.5) * w)) < 0.3 for k in range(n)), (i, around)
+    with pytest.raises(ValueError, match="loop_flare"):
+        procedural.highway(0, loop_flare=0.0)
+    assert "loop_flare" not in procedural.highway(0).metadata["params"]
+
+
 @pytest.mark.parametrize("lanes", (1, 3))
 @pytest.mark.parametrize("hand", list(Handedness))
 def test_highway_on_ramp_merges_into_the_outermost_lane(lanes, hand):

@@ -77,15 +77,16 @@ def _offset_st(st: np.ndarray, dist: float) -> np.ndarray:
 
 
 def _end_loops(asm: MapAssembler, frame: _Frame, s_end: float, ins: list[int], outs: list[int],
-               speed: float) -> None:
+               speed: float, flare_margin: float = BALLOON_FLARE_MARGIN) -> None:
     """Turnaround loops at station ``s_end`` from the lanes ``ins`` arriving there to ``outs`` (innermost
-    first), with their lane lines and curbs."""
+    first), with their lane lines and curbs; ``flare_margin`` (m) widens the swing out before the
+    loop (``geometry.balloon``'s flare, beyond the carriageway)."""
     n, w, m = len(ins), asm.lane_width, MEDIAN_HALF_WIDTH
     origin = frame(np.array([[s_end, 0.0]]))[0]
     forward = float(frame.heading(s_end)) + (0.0 if s_end > 0.0 else np.pi)
 
     def loop(lateral: float) -> np.ndarray:
-        return balloon(origin, forward, lateral, m + n * w + BALLOON_FLARE_MARGIN, LOOP_RADIUS)
+        return balloon(origin, forward, lateral, m + n * w + flare_margin, LOOP_RADIUS)
 
     for i in range(n):
         pts = loop(m + (i + 0.5) * w)
@@ -107,6 +108,7 @@ def highway(
     lane_width: float = 3.5,
     handedness: Handedness | str = Handedness.RIGHT,
     speed_limit: float = 29.0,
+    loop_flare: float = BALLOON_FLARE_MARGIN,
 ) -> MapData:
     """A divided highway about ``length`` metres long with ``lanes_per_direction`` lanes each way.
 
@@ -118,8 +120,12 @@ def highway(
     Lane lines are dashed white between lanes of one direction, solid yellow along the median and
     solid white along the outer edge (dashed beside the acceleration lane). The seed picks the
     curvature, the ramp stations and the service road's offset. ``length`` and ``lane_width`` are
-    in metres, ``speed_limit`` in m/s.
+    in metres, ``speed_limit`` in m/s. ``loop_flare`` (m) sets how wide the turnaround loops swing
+    out before they turn (the radius of that first, opposite bend grows with it): the default draws a
+    car-sized loop; the bundled ``highway`` map takes a gentler one for trucks and buses.
     """
+    if isinstance(loop_flare, bool) or not isinstance(loop_flare, (int, float)) or not (1.0 <= loop_flare <= 100.0):
+        raise ValueError(f"loop_flare must be a number of metres from 1 to 100, got {loop_flare!r}")
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
     hand = parse_handedness(handedness)
     if not (np.isfinite(length) and MIN_LENGTH <= length <= MAX_LENGTH):
@@ -180,8 +186,8 @@ def highway(
         asm.set_neighbors([int(e) for e in east[:, k]] + ([accel] if k == 2 else []))
 
     # Turnaround loops joining the carriageways at both ends.
-    _end_loops(asm, frame, length, [int(e) for e in east[:, -1]], west, loop_speed)
-    _end_loops(asm, frame, 0.0, west, [int(e) for e in east[:, 0]], loop_speed)
+    _end_loops(asm, frame, length, [int(e) for e in east[:, -1]], west, loop_speed, float(loop_flare))
+    _end_loops(asm, frame, 0.0, west, [int(e) for e in east[:, 0]], loop_speed, float(loop_flare))
 
     # Lane lines.
     for k in range(1, n):
@@ -213,4 +219,6 @@ def highway(
     name = f"highway_{int(round(length))}m_s{seed}" + ("_lht" if hand == Handedness.LEFT else "")
     params = {"length": length, "lanes_per_direction": n, "lane_width": w, "handedness": hand.name,
               "speed_limit": float(speed_limit)}
+    if loop_flare != BALLOON_FLARE_MARGIN:
+        params["loop_flare"] = float(loop_flare)
     return asm.finish(hand, name, {"generator": "highway", "seed": int(seed), "params": params})
