@@ -8,7 +8,8 @@ margin 300 episodes leave). On carla_town01 that holds for trucks and buses beca
 to lanes their boxes can follow (``InitConfig.goal_turnable``): most of its turning lanes are tighter
 than a 9-13 m vehicle can turn inside the road edges (``benchmarks/turn_radii.py``, BENCHMARKS.md).
 The bundled roundabout is drawn for trucks and buses (5 m lanes, 15 m entry radii, 16 m turnaround
-islands: ``assets/maps/roundabout.yaml``) and is held to the same bounds."""
+islands: ``assets/maps/roundabout.yaml``), the highway's turnaround loops swing out wide enough for
+them (``assets/maps/highway.yaml``); both are held to the same bounds."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0),
 BOUNDS = (0.85, 0.03, 0.03, 0.03, 0.03)
 
 
-@pytest.mark.parametrize("town", ["grid_town", "carla_town01", "roundabout"])
+@pytest.mark.parametrize("town", ["grid_town", "carla_town01", "roundabout", "highway"])
 @pytest.mark.parametrize("cls", list(WEIGHTS))
 def test_reference_driver_per_class(cls: str, town: str) -> None:
     cfg = load_config("quick", maps=[town], init__class_weights=WEIGHTS[cls])
