@@ -29,8 +29,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from terrazero_env import load_config
     from terrazero_env.agents.train import TrainSettings, build_model
+
+    from terrazero_env import load_config
     from terrazero_env.config.io import load_train_section
 
     cfg = load_config(args.preset)

@@ -45,6 +45,7 @@ def main() -> None:
         model, cfg = make_driver(args.driver), load_config("quick")
     else:
         from terrazero_env.agents.evaluate import load_checkpoint
+
         from terrazero_env.evaluation.evaluate import resolve_run
 
         zip_path, cfg, _ = resolve_run(args.run)

@@ -78,7 +78,6 @@ def _own_lane_goals(cfg, seed: int, driver):
     ``Engine.get_state``/``set_state``; an agent with no such goal in 8 tries keeps the engine's."""
     import numpy as np
 
-    from terrazero_env.drivers import make_driver
     from terrazero_env.evaluation.rollout import DriverActor
     from terrazero_env.maps.sources import load_built
 

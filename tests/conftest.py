@@ -26,6 +26,7 @@ from terrazero_env.maps import (  # noqa: E402
     Tracks,
 )
 
+
 @pytest.fixture(scope="session", autouse=True)
 def _sb3_log_folder(tmp_path_factory):
     """Stock SB3 models (the third-party client tests) make a ``tempdir/SB3-<time>`` folder on every

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from terrazero_env.agents.settings import TrainSettings
 from terrazero_env.agents.train import _warm_start
 from terrazero_env.agents.train_env import build_model
+
 from terrazero_env.config.io import load_config
 
 SMALL = {"ego_hidden": 16, "entity_hidden": 8, "trunk": [32]}

@@ -47,6 +47,13 @@ def check_lane_params(lanes_per_direction: int, lane_width: float, speed_limit: 
         raise ValueError(f"speed_limit must be a positive number of m/s, got {speed_limit!r}")
 
 
+def check_metres(name: str, value: float, lo: float, hi: float) -> float:
+    """``value`` as a float when it is a number of metres in [``lo``, ``hi``]; else ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a number of metres from {lo:g} to {hi:g}, got {value!r}")
+    return float(value)
+
+
 def parse_handedness(value: Handedness | int | str) -> Handedness:
     """A :class:`Handedness` from itself, its value or its name (``"right"``/``"left"``, any case)."""
     if isinstance(value, str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema import Handedness, MapData, RoadLineType
-from .assembly import MapAssembler, check_lane_params, parse_handedness
+from .assembly import MapAssembler, check_lane_params, check_metres, parse_handedness
 from .geometry import BALLOON_FLARE_MARGIN, balloon, curve
 
 __all__ = ["highway"]
@@ -124,8 +124,7 @@ def highway(
     out before they turn (the radius of that first, opposite bend grows with it): the default draws a
     car-sized loop; the bundled ``highway`` map takes a gentler one for trucks and buses.
     """
-    if isinstance(loop_flare, bool) or not isinstance(loop_flare, (int, float)) or not (1.0 <= loop_flare <= 100.0):
-        raise ValueError(f"loop_flare must be a number of metres from 1 to 100, got {loop_flare!r}")
+    flare = check_metres("loop_flare", loop_flare, 1.0, 100.0)
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
     hand = parse_handedness(handedness)
     if not (np.isfinite(length) and MIN_LENGTH <= length <= MAX_LENGTH):
@@ -186,8 +185,8 @@ def highway(
         asm.set_neighbors([int(e) for e in east[:, k]] + ([accel] if k == 2 else []))
 
     # Turnaround loops joining the carriageways at both ends.
-    _end_loops(asm, frame, length, [int(e) for e in east[:, -1]], west, loop_speed, float(loop_flare))
-    _end_loops(asm, frame, 0.0, west, [int(e) for e in east[:, 0]], loop_speed, float(loop_flare))
+    _end_loops(asm, frame, length, [int(e) for e in east[:, -1]], west, loop_speed, flare)
+    _end_loops(asm, frame, 0.0, west, [int(e) for e in east[:, 0]], loop_speed, flare)
 
     # Lane lines.
     for k in range(1, n):
@@ -219,6 +218,6 @@ def highway(
     name = f"highway_{int(round(length))}m_s{seed}" + ("_lht" if hand == Handedness.LEFT else "")
     params = {"length": length, "lanes_per_direction": n, "lane_width": w, "handedness": hand.name,
               "speed_limit": float(speed_limit)}
-    if loop_flare != BALLOON_FLARE_MARGIN:
-        params["loop_flare"] = float(loop_flare)
+    if flare != BALLOON_FLARE_MARGIN:  # maps drawn before keep their metadata
+        params["loop_flare"] = flare
     return asm.finish(hand, name, {"generator": "highway", "seed": int(seed), "params": params})

@@ -25,7 +25,6 @@ import numpy as np
 from ..schema import Movement, RoadLineType
 from .assembly import MapAssembler
 from .geometry import (
-    BALLOON_FLARE_MARGIN,
     balloon,
     curve,
     direction,
@@ -129,20 +128,19 @@ def add_road(asm: MapAssembler, p0: np.ndarray, p1: np.ndarray, lanes: int, *, l
 
 
 def add_dead_end(asm: MapAssembler, p: np.ndarray, angle: float, lanes_in: list[int], lanes_out: list[int],
-                 island: float | None = None) -> None:
+                 island: float = TURNAROUND_ISLAND) -> None:
     """Close the end ``p`` of a road heading ``angle`` (rad, from ``p`` along the road) with a turnaround.
 
     ``lanes_in`` arrive at ``p`` and ``lanes_out`` leave it (innermost first); the lanes of equal rank
-    are joined by concentric U-turn loops around an island of radius ``island`` metres (None:
-    ``TURNAROUND_ISLAND``, with the loops' flare ``BALLOON_FLARE_MARGIN``; a given radius is also the
-    flare's margin, so the loop's two bends are equally tight).
+    are joined by concentric U-turn loops around an island of radius ``island`` metres. The loops
+    swing out ``island`` metres beyond the road before they turn (the balloon's flare margin), so
+    both bends of a loop are equally tight.
     """
     w, n = asm.lane_width, len(lanes_in)
-    radius = TURNAROUND_ISLAND if island is None else float(island)
-    flare = n * w + (BALLOON_FLARE_MARGIN if island is None else radius)
+    flare = n * w + island
 
     def loop(lateral: float) -> np.ndarray:
-        return balloon(p, angle + np.pi, lateral, flare, radius)
+        return balloon(p, angle + np.pi, lateral, flare, island)
 
     for i in range(n):
         pts = loop((i + 0.5) * w)

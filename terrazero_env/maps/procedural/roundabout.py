@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema import Handedness, MapData, RoadLineType
-from .assembly import MapAssembler, check_lane_params, parse_handedness
+from .assembly import MapAssembler, check_lane_params, check_metres, parse_handedness
 from .geometry import arc, curve, direction, left_normal, resample
 from .network import CROSSWALK_WIDTH, TURNAROUND_ISLAND, add_dead_end, add_road
 
@@ -48,10 +48,8 @@ def roundabout(
     a car-sized roundabout; the bundled ``roundabout`` map is drawn for 12-13 m trucks and buses
     (``assets/maps/roundabout.yaml``).
     """
-    for name, value in (("entry_radius", entry_radius), ("turnaround_radius", turnaround_radius)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (1.0 <= value <= MAX_BEND_RADIUS):
-            raise ValueError(f"{name} must be a number of metres from 1 to {MAX_BEND_RADIUS:g}, got {value!r}")
-    fillet = float(entry_radius)
+    fillet = check_metres("entry_radius", entry_radius, 1.0, MAX_BEND_RADIUS)
+    island = check_metres("turnaround_radius", turnaround_radius, 1.0, MAX_BEND_RADIUS)
     if int(legs) != legs or not 3 <= legs <= 6:
         raise ValueError(f"legs must be an integer from 3 to 6, got {legs!r}")
     check_lane_params(lanes_per_direction, lane_width, speed_limit)
@@ -102,8 +100,7 @@ def roundabout(
         end = (yield_at + lengths[j]) * u
         outward, inward = add_road(asm, origin, end, n, lane_span=(yield_at, 0.0),
                                    right_span=(curb_start, 0.0), left_span=(curb_start, 0.0))
-        add_dead_end(asm, end, phi + np.pi, outward, inward,
-                     None if turnaround_radius == TURNAROUND_ISLAND else float(turnaround_radius))
+        add_dead_end(asm, end, phi + np.pi, outward, inward, island)
         for k in range(n):
             before, entry_to = int(arcs[k, (2 * j - 1) % (2 * legs)]), int(arcs[k, 2 * j + 1])
             # Concentric with the curb fillets they turn around (the fillet's radius plus the lane's
@@ -146,6 +143,6 @@ def roundabout(
     name = f"roundabout_{legs}leg_s{seed}" + ("_lht" if hand == Handedness.LEFT else "")
     params = {"legs": legs, "radius": float(radius), "lanes_per_direction": n, "lane_width": w,
               "handedness": hand.name, "speed_limit": float(speed_limit)}
-    if fillet != ENTRY_FILLET or turnaround_radius != TURNAROUND_ISLAND:
-        params.update(entry_radius=fillet, turnaround_radius=float(turnaround_radius))
+    if fillet != ENTRY_FILLET or island != TURNAROUND_ISLAND:  # maps drawn before keep their metadata
+        params.update(entry_radius=fillet, turnaround_radius=island)
     return asm.finish(hand, name, {"generator": "roundabout", "seed": int(seed), "params": params})
