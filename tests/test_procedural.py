@@ -234,9 +234,10 @@ def test_roundabout_entry_radius_and_turnaround_radius_set_its_tightest_bends():
     wide = procedural.roundabout(0, lane_width=5.0, entry_radius=15.0, turnaround_radius=16.0)
     assert wide.metadata["params"]["entry_radius"] == 15.0 and wide.metadata["params"]["turnaround_radius"] == 16.0
     for m, (entry, loop) in ((base, (6.0 + 1.75, 9.0 + 1.75)), (wide, (15.0 + 2.5, 16.0 + 2.5))):
-        r = lane_bends(build(m))[:, 0]
+        built = build(m)
+        r = lane_bends(built)[:, 0]
         turning = np.sort(r[r < 50.0])
-        inter = set(build(m).intersections.lanes.values.tolist())
+        inter = set(built.intersections.lanes.values.tolist())
         connectors = [i for i in range(len(r)) if r[i] < 50.0 and i in inter and r[i] < 0.9 * 25.0]
         loops = [i for i in range(len(r)) if r[i] < 50.0 and i not in inter]
         assert len(connectors) == 8 and len(loops) == 4, (connectors, loops)
