@@ -21,11 +21,18 @@ construction zones, debris and pedestrians, its agent counts, signals and 25.6 s
 per map and class, split from one evaluation by each episode's class (``agent_class``). Goals follow
 the class table's protocol (``--mixed-goals``: 10-30 m ahead, never hidden), because the preset's own
 goals measure no drivability: a hidden goal (goal dropout) names no destination, and a 120 m goal past
-two 15 s reds is out of reach of a lawful driver in 25.6 s. Targets as in the class table. Its
-``outside passes`` column counts the episodes with a wrong-way step more than ``PASS_WINDOW`` steps
-after the driver last drove off its route lane's centre (``Engine.reference_plan``'s ``lat_off``): a
-pass over the centre line of a one-lane road reads the opposing lane, which the rule counts as
-wrong-way (TerraZero section 3.3), as nuPlan's driving-direction compliance does.
+two 15 s reds is out of reach of a lawful driver in 25.6 s. Targets as in the class table. The
+rule counts a pass over the centre line of a one-lane road as wrong-way (TerraZero section 3.3: the
+heading against the lane the car is on; nuPlan's driving-direction compliance counts it too), so the
+table adds the wrong-way the road code leaves unexcused: its ``away from obstructions`` column counts
+the episodes with a wrong-way step when no obstruction stood by the car's path at that step or in
+the ``PASS_WINDOW`` steps before (California Vehicle Code 21650(b), Uniform Vehicle Code 11-301(a)(2):
+driving left of the centre is allowed "when an obstruction exists making it necessary"). An
+obstruction is a static actor (parked vehicle, crash, cone, debris, worker) or a vehicle standing
+(under 0.5 m/s) and heading within 90 degrees of the car's heading, whose centre lies between
+``OBSTRUCTION_AHEAD`` m ahead of the car's centre and half the two lengths plus ``OBSTRUCTION_BEHIND``
+m behind it, within ``OBSTRUCTION_SIDE`` m to either side: the engine's state, not the driver's
+intent.
 
 Each row is :func:`terrazero_env.agents.evaluate.evaluate` of a driver from
 :mod:`terrazero_env.drivers` on ``load_config("quick", maps=[MAP])`` (the preset's road users, signals
@@ -47,7 +54,7 @@ from terrazero_env.agents.evaluate import evaluate
 from terrazero_env import load_config
 from terrazero_env.config import AgentType
 from terrazero_env.drivers import DRIVERS, ReferenceDriver, make_driver
-from terrazero_env.engine import EPISODE_METRIC_NAMES
+from terrazero_env.engine import EPISODE_METRIC_NAMES, ROLES
 from terrazero_env.evaluation.metrics import episodes_where, summarize, wilson_interval
 
 #: ``init.class_weights`` putting every agent of the worlds in one vehicle class.
@@ -57,14 +64,41 @@ COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_wa
            ("red_light_rate", "red light"), ("collision_rate", "collision"), ("at_fault", "at fault"),
            ("comfort_violation_rate", "comfort viol."))
 
-#: Steps (4 s at the presets' 0.1 s) after an offset from the route lane in which wrong-way is a pass's.
+#: Steps (4 s at the presets' 0.1 s) after an obstruction was by the car's path in which its wrong-way
+#: step is a pass's.
 PASS_WINDOW = 40
+#: The reach of an obstruction (m): ahead of the car's centre, behind it (past half the two lengths),
+#: and to either side.
+OBSTRUCTION_AHEAD, OBSTRUCTION_BEHIND, OBSTRUCTION_SIDE = 30.0, 5.0, 5.5
+
+
+def obstructed(ag, world: np.ndarray, agent: np.ndarray) -> np.ndarray:
+    """Whether an obstruction stands by each given agent's path (``ag``: ``Engine.agents``, one row of
+    ``world``, ``agent`` per query): a static actor, or a standing vehicle heading within 90 degrees of
+    the agent's heading, centred within ``OBSTRUCTION_AHEAD`` m ahead, half the two lengths plus
+    ``OBSTRUCTION_BEHIND`` m behind and ``OBSTRUCTION_SIDE`` m to either side of the agent's centre."""
+    if agent.size == 0:
+        return np.zeros(0, bool)
+    x, y, h, ln = (ag[k][world, agent][:, None] for k in ("x", "y", "heading", "length"))
+    ox, oy, oh, ol = (ag[k][world] for k in ("x", "y", "heading", "length"))
+    dx, dy = ox - x, oy - y
+    c, s = np.cos(h), np.sin(h)
+    along, side = dx * c + dy * s, dy * c - dx * s
+    static = ag["role"][world] == ROLES.index("STATIC")
+    standing = ((np.abs(ag["speed"][world]) < 0.5) & (ag["cls"][world] != int(AgentType.PEDESTRIAN))
+                & (np.cos(oh - h) > 0.0))
+    near = ((along <= OBSTRUCTION_AHEAD) & (along >= -(0.5 * (ln + ol) + OBSTRUCTION_BEHIND))
+            & (np.abs(side) <= OBSTRUCTION_SIDE))
+    near &= (ag["alive"][world] != 0) & (static | standing)
+    near[np.arange(agent.size), agent] = False
+    return near.any(axis=1)
 
 
 class _PassWatch(ReferenceDriver):
-    """The reference driver, noting per episode whether it drove the wrong way outside a pass: a
-    wrong-way step more than ``PASS_WINDOW`` steps after the plan's last lateral offset (|lat_off| >
-    0.2 m). ``marks`` maps ``(round, world, agent)`` to that flag, rounds counted by ``begin``."""
+    """The reference driver, noting per episode whether it drove the wrong way away from obstructions:
+    a wrong-way step more than ``PASS_WINDOW`` steps after the last step with an obstruction by its
+    path (:func:`obstructed`). ``marks`` maps ``(round, world, agent)`` to that flag, rounds counted by
+    ``begin``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -80,13 +114,14 @@ class _PassWatch(ReferenceDriver):
         agent = np.asarray(engine.slot_agent)
         world = np.arange(agent.size) // K
         ag = np.asarray(engine.agents)
-        on = agent >= 0
+        on = np.flatnonzero(agent >= 0)
+        near = np.zeros(agent.size, bool)
+        near[on] = obstructed(ag, world[on], agent[on])
+        self.since = np.where(near, 0, self.since + 1)
         flag = np.zeros(agent.size, bool)
         flag[on] = (ag["wrong_way"][world[on], agent[on]] != 0) & (ag["alive"][world[on], agent[on]] != 0)
         for r in np.flatnonzero(flag & (self.since > PASS_WINDOW)):
             self.marks[(self.round, int(world[r]), int(agent[r]))] = True
-        off = np.concatenate([np.abs(engine.reference_plan(w)["lat_off"]) > 0.2 for w in range(engine.num_worlds)])
-        self.since = np.where(off, 0, self.since + 1)
         return super().act(engine)
 
 
@@ -142,7 +177,7 @@ def main() -> None:
                      cfg, args)
     if args.mixed:
         print()
-        print("| map | class | episodes | " + " | ".join(label for _, label in COLUMNS) + " | wrong-way outside passes |")
+        print("| map | class | episodes | " + " | ".join(label for _, label in COLUMNS) + " | wrong-way away from obstructions |")
         print("|---|---|---:|" + "---|" * (len(COLUMNS) + 1))
         goals = MIXED_GOALS if args.mixed_goals == "class-table" else {}
         for m in args.mixed:

@@ -13,14 +13,24 @@ them (``assets/maps/highway.yaml``); both are held to the same bounds."""
 
 from __future__ import annotations
 
+import importlib.util
+import math
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from terrazero_env.config import AgentType
 from terrazero_env.config.io import load_config
 from terrazero_env.drivers import make_driver
+from terrazero_env.engine import ROLES
 from terrazero_env.evaluation.evaluate import evaluate
 from terrazero_env.evaluation.metrics import episodes_where, summarize
+
+_spec = importlib.util.spec_from_file_location(
+    "reference_driver_bench", Path(__file__).resolve().parents[1] / "benchmarks" / "reference_driver.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
 
 WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
 #: (least goal reach, most off-road, most wrong-way, most red light, most collision), every class
@@ -50,21 +60,72 @@ MIXED_GOALS = {"init__goal_distance": (10.0, 30.0), "init__goal_dropout": (0.0, 
 def test_reference_driver_in_the_planner_presets_mixed_worlds(town: str) -> None:
     """The planner preset's own worlds (mixed classes, all controlled, its traffic, static actors and
     pedestrians) with the class table's goals: one round of 32 worlds x 16 slots. Every class is
-    there and reaches its goals; off-road, red light and collisions stay rare. Wrong-way is held
-    more loosely: on carla_town01's one-lane roads a pass of a blocking obstacle crosses the centre
-    line, which the rule counts (the full table splits wrong-way outside passes off, BENCHMARKS.md)."""
+    there and reaches its goals; off-road, red light and collisions stay rare. Wrong-way as the rule
+    counts it is held more loosely: on carla_town01's one-lane roads a pass of a blocking obstacle
+    crosses the centre line; wrong-way away from any obstruction (``benchmarks/reference_driver.py``'s
+    ``obstructed``, which the full table counts, BENCHMARKS.md) is held to the class table's bound."""
     cfg = load_config("planner", maps=[town], **MIXED_GOALS)
-    per = evaluate(make_driver("reference"), cfg, episodes=512, seed=5)["per_episode"]
+    watch = bench._PassWatch()
+    per = evaluate(watch, cfg, episodes=512, seed=5)["per_episode"]
     kinds = np.asarray(per["agent_class"])
     pooled = summarize(per)
     assert pooled["goal_reach_rate"]["value"] >= 0.85, pooled["goal_reach_rate"]
     for key, most in (("offroad_rate", 0.02), ("red_light_rate", 0.02), ("collision_rate", 0.02),
                       ("wrong_way_rate", 0.06)):
         assert pooled[key]["value"] <= most, (key, pooled[key])
+    unexcused = sum(watch.marks.get(tuple(i), False) for i in per["episode_id"])
+    assert unexcused <= 0.01 * len(per["episode_id"]), unexcused
     for cls in (AgentType.CAR, AgentType.TRUCK, AgentType.BUS):
         sub = episodes_where(per, kinds == int(cls))
         assert len(sub["return"]) >= 20, (cls, len(sub["return"]))
         assert summarize(sub)["goal_reach_rate"]["value"] >= 0.7, cls
+
+
+def _agents(rows: list[dict]) -> np.ndarray:
+    """A one-world ``Engine.agents``-like array of the fields ``obstructed`` reads (defaults: a live
+    controlled car standing at the origin facing +x, 4.5 m long)."""
+    dt = np.dtype([("x", "<f8"), ("y", "<f8"), ("heading", "<f8"), ("speed", "<f8"), ("length", "<f8"),
+                   ("role", "<i4"), ("cls", "<i4"), ("alive", "<i4")])
+    out = np.zeros((1, len(rows)), dt)
+    for i, r in enumerate(rows):
+        base = {"x": 0.0, "y": 0.0, "heading": 0.0, "speed": 0.0, "length": 4.5, "role": ROLES.index("CONTROLLED"),
+                "cls": int(AgentType.CAR), "alive": 1}
+        base.update(r)
+        for k, v in base.items():
+            out[k][0, i] = v
+    return out
+
+
+STATIC = ROLES.index("STATIC")
+
+
+@pytest.mark.parametrize(("other", "expected"), [
+    ({"x": 20.0, "y": -3.5, "role": STATIC}, True),                    # a parked car ahead, one lane over
+    ({"x": 31.0, "y": 0.0, "role": STATIC}, False),                   # past the reach ahead
+    ({"x": -9.0, "y": -3.5, "role": STATIC}, True),                   # just passed: 4.5 + 5 m behind
+    ({"x": -10.0, "y": -3.5, "role": STATIC}, False),                 # further behind
+    ({"x": 10.0, "y": 6.0, "role": STATIC}, False),                   # beyond the side reach
+    ({"x": 10.0, "y": -3.5, "role": STATIC, "alive": 0}, False),      # gone
+    ({"x": 10.0, "y": -3.5}, True),                                   # a vehicle standing, same way
+    ({"x": 10.0, "y": -3.5, "speed": 3.0}, False),                    # a vehicle moving
+    ({"x": 10.0, "y": -3.5, "heading": math.pi}, False),              # standing, facing the other way
+    ({"x": 10.0, "y": -3.5, "cls": int(AgentType.PEDESTRIAN)}, False),  # a pedestrian standing
+    ({"x": 10.0, "y": 0.0, "cls": int(AgentType.PEDESTRIAN), "role": STATIC}, True),  # a worker
+])
+def test_obstructed_reads_an_obstruction_by_the_cars_path(other: dict, expected: bool) -> None:
+    ag = _agents([{"speed": 8.0}, other])
+    assert bench.obstructed(ag, np.array([0]), np.array([0])).tolist() == [expected]
+
+
+def test_obstructed_works_in_each_agents_own_frame() -> None:
+    """The reach is along the agent's heading: the same obstruction is ahead of a car facing it and
+    behind (out of reach) a car facing away; the agent itself is never its own obstruction."""
+    h = 0.7
+    ag = _agents([{"heading": h, "speed": 8.0}, {"heading": h + math.pi, "speed": 8.0, "x": 1.0},
+                  {"x": 20 * math.cos(h), "y": 20 * math.sin(h), "role": STATIC},
+                  {"x": 50.0, "role": STATIC}])
+    got = bench.obstructed(ag, np.array([0, 0, 0]), np.array([0, 1, 2]))
+    assert got.tolist() == [True, False, False]
 
 
 def test_each_episode_names_its_agents_class() -> None:
