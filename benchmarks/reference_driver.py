@@ -23,8 +23,8 @@ the class table's protocol (``--mixed-goals``: 10-30 m ahead, never hidden), bec
 goals measure no drivability: a hidden goal (goal dropout) names no destination, and a 120 m goal past
 two 15 s reds is out of reach of a lawful driver in 25.6 s. Targets as in the class table. The
 rule counts a pass over the centre line of a one-lane road as wrong-way (TerraZero section 3.3: the
-heading against the lane the car is on; nuPlan's driving-direction compliance counts it too), so the
-table adds the wrong-way the road code leaves unexcused: its ``away from obstructions`` column counts
+heading against the lane the car is on; nuPlan's driving-direction compliance counts it too), so
+every table adds the wrong-way the road codes leave unexcused: its last column (``ObstructionWatch``) counts
 the episodes with a wrong-way step when no obstruction stood by the car's path at that step or in
 the ``PASS_WINDOW`` steps before (California Vehicle Code 21650(b), Uniform Vehicle Code 11-301(a)(2):
 driving left of the centre is allowed "when an obstruction exists making it necessary"). An
@@ -53,9 +53,10 @@ from terrazero_env.agents.evaluate import evaluate
 
 from terrazero_env import load_config
 from terrazero_env.config import AgentType
-from terrazero_env.drivers import DRIVERS, ReferenceDriver, make_driver
+from terrazero_env.drivers import DRIVERS, make_driver
 from terrazero_env.engine import EPISODE_METRIC_NAMES, ROLES
 from terrazero_env.evaluation.metrics import episodes_where, summarize, wilson_interval
+from terrazero_env.evaluation.rollout import Actor, as_actor
 
 #: ``init.class_weights`` putting every agent of the worlds in one vehicle class.
 CLASS_WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
@@ -63,6 +64,9 @@ CLASS_WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0,
 COLUMNS = (("goal_reach_rate", "goal"), ("offroad_rate", "off-road"), ("wrong_way_rate", "wrong-way"),
            ("red_light_rate", "red light"), ("collision_rate", "collision"), ("at_fault", "at fault"),
            ("comfort_violation_rate", "comfort viol."))
+
+#: The last column of every table: wrong-way away from obstructions (``ObstructionWatch``).
+AWAY = "wrong-way away from obstructions"
 
 #: Steps (4 s at the presets' 0.1 s) after an obstruction was by the car's path in which its wrong-way
 #: step is a pass's.
@@ -94,22 +98,24 @@ def obstructed(ag, world: np.ndarray, agent: np.ndarray) -> np.ndarray:
     return near.any(axis=1)
 
 
-class _PassWatch(ReferenceDriver):
-    """The reference driver, noting per episode whether it drove the wrong way away from obstructions:
-    a wrong-way step more than ``PASS_WINDOW`` steps after the last step with an obstruction by its
-    path (:func:`obstructed`). ``marks`` maps ``(round, world, agent)`` to that flag, rounds counted by
-    ``begin``."""
+class ObstructionWatch(Actor):
+    """Drives as ``subject`` does (a driver, a model, any :class:`Actor`), noting per episode whether
+    its agent drove the wrong way away from obstructions: a wrong-way step more than ``PASS_WINDOW``
+    steps after the last step with an obstruction by its path (:func:`obstructed`). ``marks`` maps
+    ``(round, world, agent)`` (``per_episode["episode_id"]``) to that flag, rounds counted by ``begin``."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, subject, deterministic: bool = False) -> None:
+        self.inner = as_actor(subject, deterministic)
+        self.name = self.inner.name
         self.marks: dict[tuple[int, int, int], bool] = {}
         self.round = -1
 
     def begin(self, engine, worlds, slots) -> None:
         self.round += 1
         self.since = np.full(engine.num_worlds * engine.slots_per_world, 10 ** 6, np.int64)
+        self.inner.begin(engine, worlds, slots)
 
-    def act(self, engine) -> np.ndarray:
+    def act(self, engine, obs) -> np.ndarray:
         K = engine.slots_per_world
         agent = np.asarray(engine.slot_agent)
         world = np.arange(agent.size) // K
@@ -122,7 +128,18 @@ class _PassWatch(ReferenceDriver):
         flag[on] = (ag["wrong_way"][world[on], agent[on]] != 0) & (ag["alive"][world[on], agent[on]] != 0)
         for r in np.flatnonzero(flag & (self.since > PASS_WINDOW)):
             self.marks[(self.round, int(world[r]), int(agent[r]))] = True
-        return super().act(engine)
+        return self.inner.act(engine, obs)
+
+    def seeded(self, seed: int):
+        return self.inner.seeded(seed)
+
+    def forked(self):
+        return self.inner.forked()
+
+    def unexcused(self, per: dict) -> np.ndarray:
+        """Per episode of ``per`` (an evaluation's ``per_episode``): whether it drove the wrong way
+        away from obstructions."""
+        return np.array([self.marks.get(tuple(int(v) for v in i), False) for i in per["episode_id"]], bool)
 
 
 #: The class table's goals, put on the planner preset's worlds by ``--mixed``.
@@ -151,16 +168,16 @@ def main() -> None:
                    help="goals of the mixed table: the class table's (10-30 m, visible) or the preset's own")
     args = p.parse_args()
     if args.maps:
-        print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + " | s |")
-        print("|---|---|" + "---|" * (len(COLUMNS) + 1))
+        print("| driver | map | " + " | ".join(label for _, label in COLUMNS) + f" | {AWAY} | s |")
+        print("|---|---|" + "---|" * (len(COLUMNS) + 2))
         for name in args.drivers:
             for m in args.maps:
                 _row(f"| {name} | {m} | ", make_driver(name), load_config(args.preset, maps=[m]), args)
     if args.classes:
         print()
         who = "driver | " if args.policy else ""
-        print("| class | map | " + who + " | ".join(label for _, label in COLUMNS) + " | s |")
-        print("|---|---|" + ("---|" if args.policy else "") + "---|" * (len(COLUMNS) + 1))
+        print("| class | map | " + who + " | ".join(label for _, label in COLUMNS) + f" | {AWAY} | s |")
+        print("|---|---|" + ("---|" if args.policy else "") + "---|" * (len(COLUMNS) + 2))
         source, model = args.preset, None
         if args.policy:
             from terrazero_env.agents.evaluate import load_checkpoint
@@ -177,17 +194,17 @@ def main() -> None:
                      cfg, args)
     if args.mixed:
         print()
-        print("| map | class | episodes | " + " | ".join(label for _, label in COLUMNS) + " | wrong-way away from obstructions |")
+        print("| map | class | episodes | " + " | ".join(label for _, label in COLUMNS) + f" | {AWAY} |")
         print("|---|---|---:|" + "---|" * (len(COLUMNS) + 1))
         goals = MIXED_GOALS if args.mixed_goals == "class-table" else {}
         for m in args.mixed:
             cfg = load_config("planner", maps=_maps(m), **goals)
             t0 = time.perf_counter()
-            watch = _PassWatch()
+            watch = ObstructionWatch(make_driver("reference"))
             res = evaluate(watch, cfg, episodes=args.mixed_episodes, seed=args.seed, progress_reference="limit")
             per = res["per_episode"]
             kinds = np.asarray(per["agent_class"])
-            outside = np.array([watch.marks.get(tuple(i), False) for i in per["episode_id"]])
+            outside = watch.unexcused(per)
             for cls in CLASS_WEIGHTS:
                 keep = kinds == int(AgentType[cls.upper()])
                 sub = episodes_where(per, keep)
@@ -211,9 +228,12 @@ def _maps(m: str) -> list[str]:
 
 def _row(head: str, driver, cfg, args: argparse.Namespace, deterministic: bool = False) -> None:
     t0 = time.perf_counter()
-    res = evaluate(driver, cfg, episodes=args.episodes, seed=args.seed, deterministic=deterministic,
+    watch = ObstructionWatch(driver, deterministic)
+    res = evaluate(watch, cfg, episodes=args.episodes, seed=args.seed, deterministic=deterministic,
                    progress_reference="limit")
-    print(head + " | ".join(_cells(res["per_episode"])) + f" | {time.perf_counter() - t0:.1f} |", flush=True)
+    per = res["per_episode"]
+    away = _cell(int(watch.unexcused(per).sum()), len(per["return"]))
+    print(head + " | ".join(_cells(per)) + f" | {away} | {time.perf_counter() - t0:.1f} |", flush=True)
 
 
 def _cell(k: int, n: int) -> str:

@@ -65,7 +65,7 @@ def test_reference_driver_in_the_planner_presets_mixed_worlds(town: str) -> None
     crosses the centre line; wrong-way away from any obstruction (``benchmarks/reference_driver.py``'s
     ``obstructed``, which the full table counts, BENCHMARKS.md) is held to the class table's bound."""
     cfg = load_config("planner", maps=[town], **MIXED_GOALS)
-    watch = bench._PassWatch()
+    watch = bench.ObstructionWatch(make_driver("reference"))
     per = evaluate(watch, cfg, episodes=512, seed=5)["per_episode"]
     kinds = np.asarray(per["agent_class"])
     pooled = summarize(per)
@@ -73,7 +73,7 @@ def test_reference_driver_in_the_planner_presets_mixed_worlds(town: str) -> None
     for key, most in (("offroad_rate", 0.02), ("red_light_rate", 0.02), ("collision_rate", 0.02),
                       ("wrong_way_rate", 0.06)):
         assert pooled[key]["value"] <= most, (key, pooled[key])
-    unexcused = sum(watch.marks.get(tuple(i), False) for i in per["episode_id"])
+    unexcused = int(watch.unexcused(per).sum())
     assert unexcused <= 0.01 * len(per["episode_id"]), unexcused
     for cls in (AgentType.CAR, AgentType.TRUCK, AgentType.BUS):
         sub = episodes_where(per, kinds == int(cls))
@@ -168,3 +168,19 @@ def test_cars_keep_room_on_the_roundabouts_tight_loops(tmp_path) -> None:
     assert rows["goal_reach_rate"]["value"] >= 0.85, rows["goal_reach_rate"]
     bare = evaluate(make_driver("reference", swept_margin=0.0), cfg, episodes=300, seed=3)["rows"]
     assert bare["offroad_rate"]["value"] > rows["offroad_rate"]["value"] + 0.02, (bare["offroad_rate"], rows["offroad_rate"])
+
+
+def test_obstruction_watch_drives_as_what_it_wraps() -> None:
+    """Watching changes nothing of the episodes: the same outcomes as the bare driver, on the
+    left-hand town where the reference driver passes parked cars over the centre line (every
+    wrong-way episode there is flagged or excused, none is lost)."""
+    cfg = load_config("quick", maps=["grid_town_lht"])
+    bare = evaluate(make_driver("reference"), cfg, episodes=256, seed=0, progress_reference="limit")["per_episode"]
+    watch = bench.ObstructionWatch(make_driver("reference"))
+    per = evaluate(watch, cfg, episodes=256, seed=0, progress_reference="limit")["per_episode"]
+    assert per["return"] == bare["return"]
+    assert per["events"] == bare["events"]
+    wrong = np.asarray(per["events"]["wrong_way"], bool)
+    flagged = watch.unexcused(per)
+    assert not np.any(flagged & ~wrong)
+    assert wrong.sum() > flagged.sum()
