@@ -34,7 +34,8 @@ Each step, for one agent:
    constraints above).
 3c. **Swept path** (``swept.swept_offset``). Where the box, centred on the route at each predicted pose,
    would touch a road edge or a sidewalk (a long vehicle's corners swing out of a bend by about
-   (length / 2)^2 / (2 R)), it drives at a lateral offset, up to ``swept_path`` metres either side,
+   (length / 2)^2 / (2 R)), it drives at a lateral offset, up to ``swept_path`` metres either side
+   (a 7 m box's or a longer one's; a shorter one in proportion to its length),
    whose predicted boxes all stay on the road: the middle of the run of such offsets nearest the centre.
    The boxes keep ``swept_margin`` metres from the edges where some offset allows it (room for the
    wheels' tracking error; a 5 m car on a 10.7 m turnaround loop with 0.4 m to spare ran wide by more).
@@ -242,6 +243,15 @@ cdef inline void _route_lane(const MapC* m, Agent* a, const RefParams* rp) noexc
     dy = q[4] - q[1]
     a.lane = m.lanes.seg_row[sgi]
     a.lane_s = m.lanes.seg_s0[sgi] + t * sqrt(dx * dx + dy * dy)
+
+
+cdef inline double _swept_cap(const Agent* a, const RefParams* rp) noexcept nogil:
+    """The largest swept-path offset the agent takes (m): ``swept_path`` for a box of 7 m or more
+    (the shortest truck: every truck and bus takes all of it), in proportion to the length below (a
+    bend's swing-out and off-tracking grow with the box). A car allowed the whole 1.5 m stood 0.75-1 m
+    out before a tight near-side turn, entered it too far out to come back and left it over the
+    centre line."""
+    return rp.swept_path * (a.length / 7.0 if a.length < 7.0 else 1.0)
 
 
 cdef inline double _steer_authority(Agent* a, const double* cp) noexcept nogil:
@@ -609,7 +619,7 @@ cdef inline int reference_action(const MapC* m, Agent* agents, Py_ssize_t n, Py_
     if rp.passing > 0:
         lat_off = _pass_or_change(m, agents, n, i, cp_all, p, sl_state, cap, rp, sc, &sw, &ld, &acc, &v0)
     if lat_off == 0.0:
-        lat_off = swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, rp.swept_path, rp.swept_margin, rp.z_gate,
+        lat_off = swept_offset(m, agents, n, i, cp_all, p, sl_state, cap, _swept_cap(a, rp), rp.swept_margin, rp.z_gate,
                                &sw, &ld, &acc, &v0)
     steer_rate = _steer_authority(a, cp)
     acc_curve = _curve_speed_accel(&sw, a, rp, steer_rate)

@@ -23,7 +23,8 @@ _REFERENCE_SETTINGS = {
     "pass_time": (2.0, 0.0, 60.0, "s"),
     "pass_lookahead": (10.0, 0.0, 50.0, "m"),
     "pass_room": (6.0, 0.0, 30.0, "m"),
-    "swept_path": (1.5, 0.0, 3.0, "m (largest offset taken to keep the box's sweep on the road; 0: off)"),
+    "swept_path": (1.5, 0.0, 3.0, "m (largest offset a box of 7 m or more takes to keep its sweep on the road, a shorter "
+                   "one in proportion; 0: off)"),
     "swept_margin": (0.2, 0.0, 1.0, "m (room the predicted boxes keep from the road edges, for tracking error)"),
 }
 

@@ -62,7 +62,8 @@ class ReferenceDriver(Driver):
     arrives at its goal; ``action_price`` and ``comfort_price`` what a non-zero action and a jerk above
     the class's comfort limit cost in its choice (the jerk model's classes only: an acceleration-actuated
     class cannot change its acceleration within a comfort limit); ``swept_path`` (m) the largest lateral
-    offset it takes to keep a long box's sweep through a bend on the road, and ``swept_margin`` (m) the
+    offset a box of 7 m or more takes to keep its sweep through a bend on the road (a shorter box in proportion
+    to its length), and ``swept_margin`` (m) the
     room it keeps from the road edges there where an offset allows it; ``walk_speed`` (m/s) for
     pedestrians. Unknown names
     raise ``TypeError``; bad values ``ValueError`` (checked by the engine on first use)."""

@@ -184,3 +184,15 @@ def test_obstruction_watch_drives_as_what_it_wraps() -> None:
     flagged = watch.unexcused(per)
     assert not np.any(flagged & ~wrong)
     assert wrong.sum() > flagged.sum()
+
+
+def test_cars_keep_their_side_through_the_left_hand_towns_near_side_turns() -> None:
+    """A car's swept-path offset scales with its length (``swept_path`` is a 7 m box's): allowed the
+    whole 1.5 m, cars stood 0.75-1 m out before grid_town_lht's tight near-side turns, entered them
+    too far out to come back and left them over the centre line (10 of these 800 episodes). Wrong-way
+    away from obstructions is then none or next to none; the rest of the rule's count is passes."""
+    cfg = load_config("quick", maps=["grid_town_lht"])
+    watch = bench.ObstructionWatch(make_driver("reference"))
+    per = evaluate(watch, cfg, episodes=800, seed=1, progress_reference="limit")["per_episode"]
+    assert int(watch.unexcused(per).sum()) <= 2
+    assert summarize(per)["offroad_rate"]["value"] <= 0.01

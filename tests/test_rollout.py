@@ -29,12 +29,13 @@ QUICK = load_config("quick")
 #: when a jerk-model agent far from its asked-for acceleration came to step toward it by at least one
 #: grid step (reference.pxd, ``_best_action``: one goal more, one comfort violation fewer), and when its
 #: swept-path boxes came to keep 0.2 m from the road edges where an offset allows it (``swept_margin``:
-#: six episodes' scores).
-REFERENCE_COUNTS = {"goal_reach_rate": 21, "collision_rate": 0, "offroad_rate": 0, "red_light_rate": 0,
+#: six episodes' scores), and when a car's swept-path offset came to scale with its length (a box of
+#: 7 m or more takes all of ``swept_path``: one goal more, nine episodes' scores).
+REFERENCE_COUNTS = {"goal_reach_rate": 22, "collision_rate": 0, "offroad_rate": 0, "red_light_rate": 0,
                     "wrong_way_rate": 0, "comfort_violation_rate": 0, "stop_line_rate": 0}
-REFERENCE_SCORES = [84.110005, 92.809593, 97.642842, 81.4026, 89.781724, 75.862763, 90.210965, 87.118175, 73.715306,
-                    81.823972, 80.29996, 89.241753, 79.560142, 86.2494, 98.226716, 74.025981, 78.890357, 72.65154,
-                    87.42593, 99.349503, 92.349538, 99.25176, 91.937148, 100.0]
+REFERENCE_SCORES = [84.110005, 92.809593, 97.642842, 81.4026, 90.292075, 76.559921, 90.210965, 89.089189, 73.724764,
+                    81.823972, 80.135958, 89.241753, 79.560142, 86.2494, 98.226716, 74.644627, 85.762959, 72.097106,
+                    87.42593, 99.349503, 92.349538, 98.736416, 91.937148, 100.0]
 
 
 def test_a_fixed_seeds_reference_table_is_unchanged():
