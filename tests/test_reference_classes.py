@@ -32,7 +32,8 @@ _spec = importlib.util.spec_from_file_location(
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-WEIGHTS = {"car": (1.0, 0.0, 0.0, 0.0, 0.0), "truck": (0.0, 1.0, 0.0, 0.0, 0.0), "bus": (0.0, 0.0, 1.0, 0.0, 0.0)}
+#: ``init.class_weights`` for one class at a time, as the full table uses them.
+WEIGHTS = bench.CLASS_WEIGHTS
 #: (least goal reach, most off-road, most wrong-way, most red light, most collision), every class
 BOUNDS = (0.85, 0.03, 0.03, 0.03, 0.03)
 
@@ -53,7 +54,7 @@ def test_reference_driver_per_class(cls: str, town: str) -> None:
 
 
 #: The class table's goals on the planner preset's worlds (``reference_driver.py --mixed``).
-MIXED_GOALS = {"init__goal_distance": (10.0, 30.0), "init__goal_dropout": (0.0, 0.0, 0.0, 0.0, 0.0)}
+MIXED_GOALS = bench.MIXED_GOALS
 
 
 @pytest.mark.parametrize("town", ["grid_town", "carla_town01"])
